@@ -1,0 +1,1 @@
+"""File contracts: Kaldi text tables, data directories, atomic writes."""

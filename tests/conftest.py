@@ -1,0 +1,31 @@
+"""Shared test helpers: paths to the repository and to the real-Kaldi fixtures (read in place)."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = (REPO / ".." / "shared" / "fixtures").resolve()
+YESNO = FIXTURES / "kaldi_yesno"
+
+
+@pytest.fixture
+def yesno() -> Path:
+    """The Kaldi yesno fixture, written by real Kaldi; tests only read it."""
+    if not YESNO.is_dir():
+        pytest.fail(f"missing fixture directory {YESNO}: the repository must sit beside shared/")
+    return YESNO
+
+
+def run_script(args: list[str], cwd: str | os.PathLike | None = None, env: dict | None = None,
+               check: bool = False) -> subprocess.CompletedProcess:
+    """Run a shell step with the repository's utils/ and steps/ on PATH, capturing its output."""
+    full_env = dict(os.environ)
+    full_env["PATH"] = f"{REPO / 'utils'}:{REPO / 'steps'}:{full_env['PATH']}"
+    full_env["LC_ALL"] = "C"
+    if env:
+        full_env.update(env)
+    return subprocess.run(args, cwd=cwd, env=full_env, capture_output=True, text=True, check=check)
