@@ -17,6 +17,16 @@ from emasr.log import setup_logging
 # name -> (module:attribute, one-line help shown by `emasr --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
     "check-stack": ("emasr.stack:check_stack_cli", "Import the FST stack and decode a tiny FST."),
+    # -- parallel (job launchers) --
+    # -- io (data directories) --
+    # -- corpus (simulation) --
+    # -- lang (data prep, dict, lang, LM) --
+    # -- feats --
+    # -- decode and score --
+    # -- gmm --
+    # -- ali (alignment ingestion, targets) --
+    # -- nnet (training) --
+    # -- report --
 }
 
 

@@ -1,0 +1,1 @@
+"""Job launchers: run.pl, queue.pl, slurm.pl (Kaldi-compatible)."""
