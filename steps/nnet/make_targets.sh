@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Turn an alignment dir (Kaldi's or this toolkit's: ali.JOB.gz + final.mdl) into frame-level pdf
+# targets at the network's frame rate, with pdf counts and log priors. The logic is
+# `emasr make-targets`; this script checks its inputs and wires the options.
+set -euo pipefail
+
+# Begin configuration section.
+frame_subsampling_factor=3  # k: the network reads 1 frame in k (the feature pipeline's stacking)
+ali_type=transition         # transition | pdf: what the alignments hold
+num_pdfs=                   # for --ali-type pdf without final.mdl or num_pdfs in the ali dir
+prior_floor=5e-6            # floor on the priors before the log
+max_lost=0.02               # fail when more than this fraction of utterances get no targets
+cmd=run.pl                  # job launcher (one job), e.g. "$train_cmd" from cmd.sh
+# End configuration section.
+
+help_message="Usage: $0 [options] <ali-dir> <feat-data-dir> <targets-dir>
+e.g.: $0 --frame-subsampling-factor 3 exp/tri3_ali data/train_fbank exp/dnn/targets
+Writes <targets-dir>/pdf.scp (+ pdf.JOB.ark), num_pdfs, pdf_counts, prior.vec,
+frame_subsampling_factor, skipped, summary; log in <targets-dir>/log/make_targets.log.
+Options:
+  --frame-subsampling-factor K   network frame rate is 1/K of the 10 ms features (default 3)
+  --ali-type transition|pdf      alignments of transition ids (need final.mdl) or pdf ids
+  --num-pdfs N                   number of pdfs for --ali-type pdf
+  --prior-floor F                floor on the priors (default 5e-6)
+  --max-lost FRACTION            allowed fraction of utterances without targets (default 0.02)
+  --cmd CMD                      job launcher (default run.pl)"
+
+echo "$0 $*"
+. "$(dirname "$0")/../../utils/parse_options.sh"
+
+if [ $# -ne 3 ]; then
+  printf '%s\n' "$help_message" >&2
+  exit 1
+fi
+ali_dir=$1; data=$2; dir=$3
+
+if [ "$ali_type" = transition ]; then
+  if [ ! -f "$ali_dir/final.mdl" ]; then
+    echo "$0: expected file $ali_dir/final.mdl to exist" >&2; exit 1
+  fi
+fi
+if ! ls "$ali_dir"/ali.*.gz "$ali_dir"/ali.[0-9]* >/dev/null 2>&1; then
+  echo "$0: expected files $ali_dir/ali.JOB.gz to exist" >&2; exit 1
+fi
+if [ ! -f "$data/utt2num_frames" ] && [ ! -f "$data/feats.scp" ]; then
+  echo "$0: expected file $data/utt2num_frames or $data/feats.scp to exist" >&2; exit 1
+fi
+mkdir -p "$dir/log"
+
+args=(--frame-subsampling-factor "$frame_subsampling_factor" --ali-type "$ali_type"
+      --prior-floor "$prior_floor" --max-lost "$max_lost")
+[ -n "$num_pdfs" ] && args+=(--num-pdfs "$num_pdfs")
+
+$cmd "$dir/log/make_targets.log" emasr make-targets "${args[@]}" "$ali_dir" "$data" "$dir"
+written=$(grep -h '^utterances_written' "$dir/summary" | cut -d' ' -f2)
+echo "$0: wrote targets to $dir ($written utterances)"
