@@ -19,12 +19,25 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check-stack": ("emasr.stack:check_stack_cli", "Import the FST stack and decode a tiny FST."),
     # -- parallel (job launchers) --
     # -- io (data directories) --
+    "validate-data-dir": ("emasr.io.datadir_cli:validate_data_dir_cli", "Check a Kaldi data dir (validate_data_dir.sh)."),
+    "fix-data-dir": ("emasr.io.datadir_cli:fix_data_dir_cli", "Sort a data dir and keep the utterances in all files (fix_data_dir.sh)."),
+    "split-data": ("emasr.io.datadir_cli:split_data_cli", "Split a data dir into N parts by speaker or utterance (split_data.sh)."),
+    "subset-data-dir": ("emasr.io.datadir_cli:subset_data_dir_cli", "Write a subset of a data dir (subset_data_dir.sh)."),
+    "copy-data-dir": ("emasr.io.datadir_cli:copy_data_dir_cli", "Copy a data dir, prefixing ids (copy_data_dir.sh)."),
+    "combine-data": ("emasr.io.datadir_cli:combine_data_cli", "Combine data dirs into one (combine_data.sh)."),
+    "filter-scp": ("emasr.io.datadir_cli:filter_scp_cli", "Keep the lines whose id is in a list (filter_scp.pl)."),
+    "utt2spk-to-spk2utt": ("emasr.io.datadir_cli:utt2spk_to_spk2utt_cli", "utt2spk -> spk2utt (utt2spk_to_spk2utt.pl)."),
+    "spk2utt-to-utt2spk": ("emasr.io.datadir_cli:spk2utt_to_utt2spk_cli", "spk2utt -> utt2spk (spk2utt_to_utt2spk.pl)."),
     # -- corpus (simulation) --
     # -- lang (data prep, dict, lang, LM) --
     # -- feats --
     # -- decode and score --
     # -- gmm --
+    "gmm-info": ("emasr.gmm.model_info:gmm_info_cli", "Numbers of phones, pdfs, transition ids and Gaussians of a Kaldi model."),
+    "show-transitions": ("emasr.gmm.model_info:show_transitions_cli", "Transition states, ids and probabilities of a Kaldi model."),
     # -- ali (alignment ingestion, targets) --
+    "ali-info": ("emasr.ali.ali_info:ali_info_cli", "Utterances, frames, pdf counts and per-phone durations of an alignment dir."),
+    "make-targets": ("emasr.ali.targets:make_targets_cli", "Frame-level pdf targets and priors at the network frame rate from an alignment dir."),
     # -- nnet (training) --
     # -- report --
 }

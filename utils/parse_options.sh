@@ -1,0 +1,84 @@
+# Parse command-line options, Kaldi style. Source it after the "Begin configuration section":
+#   . utils/parse_options.sh
+#
+#   --foo-bar VALUE   sets the EXISTING shell variable foo_bar (an unknown option is an error)
+#   --foo-bar=VALUE   the same
+#   --config FILE     sources FILE first (all --config files, left to right, before the other
+#                     options, so the command line wins over the file wherever both set something)
+#   --help, -h        prints "$help_message" (the script's usage) to stderr and exits 0
+#   --                ends the options
+# A variable whose current value is true or false accepts only true or false. Parsing stops at the
+# first argument that is not an option; the caller sees the rest as "$@". Errors name the option and
+# exit 1. Works under `set -euo pipefail`; leaves no helper variables behind.
+
+# Pass 1: source every --config file before the other options (Kaldi's precedence).
+_po_args=("$@")
+_po_i=0
+while [ "$_po_i" -lt "${#_po_args[@]}" ]; do
+  _po_arg=${_po_args[$_po_i]}
+  case "$_po_arg" in
+    --) break ;;
+    --config=*) _po_file=${_po_arg#--config=} ;;
+    --config)
+      if [ $((_po_i + 1)) -ge "${#_po_args[@]}" ]; then
+        echo "$0: option --config needs a value (a config file)" 1>&2; exit 1
+      fi
+      _po_file=${_po_args[$((_po_i + 1))]} ;;
+    --*=*|-h) _po_i=$((_po_i + 1)); continue ;;
+    --*) _po_i=$((_po_i + 2)); continue ;;
+    *) break ;;
+  esac
+  if [ ! -r "$_po_file" ]; then
+    echo "$0: missing config '$_po_file' (given to --config)" 1>&2; exit 1
+  fi
+  # shellcheck disable=SC1090
+  . "$_po_file"
+  case "$_po_arg" in --config) _po_i=$((_po_i + 2)) ;; *) _po_i=$((_po_i + 1)) ;; esac
+done
+
+# Pass 2: the options themselves.
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --help|-h)
+      if [ -z "${help_message:-}" ]; then
+        echo "$0: no help found (the script sets no help_message)" 1>&2
+      else
+        printf '%b\n' "$help_message" 1>&2
+      fi
+      exit 0 ;;
+    --) shift; break ;;
+    --*=*) _po_opt=${1%%=*}; _po_value=${1#*=}; _po_shift=1 ;;
+    --*)
+      _po_opt=$1
+      if [ $# -lt 2 ]; then
+        echo "$0: option $_po_opt needs a value" 1>&2; exit 1
+      fi
+      _po_value=$2; _po_shift=2 ;;
+    *) break ;;
+  esac
+  _po_name=${_po_opt#--}
+  _po_name=${_po_name//-/_}
+  if [ "$_po_name" = config ] && [ -z "${config+set}" ]; then
+    shift "$_po_shift"; continue   # already sourced in pass 1; the script keeps no $config
+  fi
+  if ! [[ $_po_name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || [ -z "${!_po_name+set}" ]; then
+    echo "$0: invalid option $_po_opt" 1>&2; exit 1
+  fi
+  case "${!_po_name}" in
+    true|false)
+      case "$_po_value" in
+        true|false) ;;
+        *) echo "$0: expected \"true\" or \"false\": $_po_opt $_po_value" 1>&2; exit 1 ;;
+      esac ;;
+  esac
+  # printf -v assigns without eval, so values with spaces or quotes are safe.
+  printf -v "$_po_name" '%s' "$_po_value"
+  shift "$_po_shift"
+done
+
+# An empty --cmd is almost always a scripting error upstream (Kaldi checks this too).
+if [ -n "${cmd+set}" ] && [ -z "$cmd" ]; then
+  echo "$0: empty argument to --cmd option" 1>&2; exit 1
+fi
+unset _po_args _po_i _po_arg _po_file _po_opt _po_value _po_shift _po_name
+true
