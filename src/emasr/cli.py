@@ -30,6 +30,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "spk2utt-to-utt2spk": ("emasr.io.datadir_cli:spk2utt_to_utt2spk_cli", "spk2utt -> utt2spk (spk2utt_to_utt2spk.pl)."),
     # -- corpus (simulation) --
     # -- lang (data prep, dict, lang, LM) --
+    "aishell-data-prep": ("emasr.corpus.aishell_prep:aishell_data_prep_cli", "AISHELL-1 tree -> data/{train,dev,test}."),
+    "aishell-prepare-dict": ("emasr.lang.aishell_dict:aishell_prepare_dict_cli", "resource_aishell lexicon -> AISHELL-style dict dir."),
+    "prepare-lang": ("emasr.lang.prepare_lang:prepare_lang_cli", "Dict dir -> lang dir (L.fst, phones.txt, words.txt, topo)."),
+    "validate-lang": ("emasr.lang.validate:validate_lang_cli", "Check a lang dir (symbol tables, L.fst, G.fst, topo)."),
+    "train-lm": ("emasr.lang.train_lm:train_lm_cli", "Segment LM text with sentencepiece, train a 3-gram KN ARPA."),
+    "format-lm": ("emasr.lang.format_lm:format_lm_cli", "ARPA -> lang_test with G.fst (kaldilm arpa2fst)."),
     # -- feats --
     # -- decode and score --
     # -- gmm --
