@@ -9,6 +9,11 @@ venv="$root/.venv"
 stamp="$venv/.emasr-installed"
 want=$(sha1sum "$root/pyproject.toml" | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then exit 0; fi
+# Jobs of an array may all source path.sh at once: one installs, the others wait for it.
+mkdir -p "$venv"
+exec 9>"$venv/.install.lock"
+flock 9
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then exit 0; fi
 python=${EMASR_PYTHON:-python3}
 echo "setup_env.sh: installing emasr into $venv (first use; takes about a minute)" >&2
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"

@@ -1,0 +1,64 @@
+"""run.pl: run the jobs on this machine, at most `--max-jobs-run` at a time.
+
+Resource options (--mem, --gpu, --num-threads, --time, --config) are accepted and ignored, as in
+Kaldi, except that --num-threads is reported in the log's Accounting line and --gpu changes the
+default concurrency to the number of GPUs.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from emasr.parallel.cmdline import LaunchRequest, Task, positive_int
+from emasr.parallel.signals import signals_handled
+from emasr.parallel.task import RunningJobs, run_task
+
+
+def default_max_jobs(num_jobs: int, gpu: str) -> int:
+    """Kaldi's run.pl default: one job per CPU (per GPU with --gpu N>0); if the jobs are only a
+    few more than that (< 1.4x), run them all at once rather than leave a short tail."""
+    if gpu not in ("", "0"):
+        return max(1, _count_gpus())
+    cpus = os.cpu_count() or 1
+    return num_jobs if cpus < num_jobs < 1.4 * cpus else cpus
+
+
+def _count_gpus() -> int:
+    if shutil.which("nvidia-smi") is None:
+        print("run.pl: warning: --gpu given but nvidia-smi not found; running one job at a time",
+              file=sys.stderr)
+        return 1
+    out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def run_local(request: LaunchRequest, tasks: list[Task]) -> dict[Task, int | None]:
+    """Run `tasks`; return each one's exit code (None for a job not started after a stop)."""
+    if "max_jobs_run" in request.options:
+        max_jobs = positive_int(request.options["max_jobs_run"], "--max-jobs-run")
+    else:
+        max_jobs = default_max_jobs(len(request.all_tasks()), request.options.get("gpu", "0"))
+    running = RunningJobs()
+
+    def run_one(task: Task) -> int | None:
+        if running.stopping.is_set():
+            return None
+        return run_task(task.command, task.log, request.num_threads, running=running)
+
+    received: list[int] = []
+
+    def stop(signum: int) -> None:
+        # Stop the jobs (their logs still get a footer) rather than leave them running unowned.
+        received.append(signum)
+        running.stop_all()
+
+    with signals_handled(stop):
+        with ThreadPoolExecutor(max_workers=max(1, min(max_jobs, len(tasks)))) as pool:
+            codes = list(pool.map(run_one, tasks))
+    if received:
+        print(f"run.pl: stopped by signal {received[0]}", file=sys.stderr)
+        raise SystemExit(128 + received[0])
+    return dict(zip(tasks, codes))
