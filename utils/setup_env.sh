@@ -18,7 +18,7 @@ python=${EMASR_PYTHON:-python3}
 echo "setup_env.sh: installing emasr into $venv (first use; takes about a minute)" >&2
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 # pip warns about this machine's unused local index folders on every package; keep other messages.
-pip() { "$venv/bin/python" -m pip --disable-pip-version-check -q "$@" 2>&1 | grep -v "^WARNING: Location 'file:" >&2; }
+pip() { "$venv/bin/python" -m pip --disable-pip-version-check -q "$@" 2>&1 | { grep -v "^WARNING: Location 'file:" >&2 || true; }; }
 pip install torch==2.13.0 \
   || echo "setup_env.sh: local torch 2.13.0 not found; installing torch from the package's range" >&2
 pip install -e "$root[test]"
