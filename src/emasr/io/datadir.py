@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from emasr.io.atomic import atomic_write
-from emasr.io.table import TableError, c_sort_key, read_lines, write_table
+from emasr.io.table import (TableError, c_sort_key, read_lines, read_table, render_table,
+                             split_key, write_table)
 
 # Tables keyed by utterance id (wav.scp too, unless there is a segments file).
 UTT_TABLES = ("utt2spk", "text", "feats.scp", "segments", "utt2dur", "utt2num_frames", "vad.scp",
@@ -31,14 +32,6 @@ KNOWN_TABLES = UTT_TABLES + SPK_TABLES + RECO_TABLES + ("wav.scp",)
 
 class DataDirError(ValueError):
     """A data directory is inconsistent; the message names the file, the line and what was expected."""
-
-
-def split_key(line: str) -> tuple[str, str]:
-    """`key rest` of one table line; any run of spaces or tabs separates the key, as in Kaldi."""
-    parts = line.strip().split(None, 1)
-    if not parts:
-        return "", ""
-    return parts[0], parts[1] if len(parts) > 1 else ""
 
 
 def read_pairs(path: str | os.PathLike) -> list[tuple[str, str]]:
@@ -141,34 +134,12 @@ def load_data_dir(path: str | os.PathLike, extra_utt_files: Iterable[str] = (),
     extra = {**{n: "utt" for n in extra_utt_files}, **{n: "spk" for n in extra_spk_files}}
     for name in KNOWN_TABLES + tuple(extra):
         if (path / name).is_file():
-            data.tables[name] = read_unique(path / name)
+            data.tables[name] = read_table(path / name)
     data.extra_index = extra
     for name in PLAIN_FILES:
         if (path / name).is_file():
             data.plain[name] = (path / name).read_bytes()
     return data
-
-
-def read_unique(path: Path) -> dict[str, str]:
-    """A table as {key: rest}, raising TableError on a duplicate key (naming both lines)."""
-    table: dict[str, str] = {}
-    first_line: dict[str, int] = {}
-    for number, line in enumerate(read_lines(path), 1):
-        key, rest = split_key(line)
-        if not key:
-            raise TableError(f"{path}:{number}: empty line; expected 'key value'")
-        if key in table:
-            raise TableError(f"{path}:{number}: duplicate key '{key}' (first on line "
-                             f"{first_line[key]}); expected unique keys")
-        table[key] = rest
-        first_line[key] = number
-    return table
-
-
-def render_table(table: Mapping[str, str]) -> bytes:
-    """The exact bytes write_table would write (to skip rewriting unchanged files)."""
-    rows = sorted(table.items(), key=lambda kv: c_sort_key(kv[0]))
-    return "".join(f"{k} {v}\n" if v != "" else f"{k}\n" for k, v in rows).encode("utf-8")
 
 
 def write_data_dir(data: DataDir, path: str | os.PathLike, only_changed: bool = False,
@@ -187,7 +158,7 @@ def write_data_dir(data: DataDir, path: str | os.PathLike, only_changed: bool = 
     written = []
     for name, table in tables.items():
         target = path / name
-        if only_changed and target.is_file() and target.read_bytes() == render_table(table):
+        if only_changed and target.is_file() and target.read_bytes() == render_table(table).encode("utf-8"):
             continue
         write_table(target, table)
         written.append(name)

@@ -11,9 +11,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from emasr.io.datadir import (DataDirError, read_unique, speaker_order_violation,
+from emasr.io.datadir import (DataDirError, speaker_order_violation,
                               utt2spk_to_spk2utt)
-from emasr.io.table import c_sort_key
+from emasr.io.table import c_sort_key, read_table
 
 # Words that may not appear in a transcript: they are the LM's sentence markers and the
 # back-off disambiguation symbol, so a transcript holding them breaks graph building.
@@ -57,7 +57,7 @@ class Validator:
             last_line = raw.count(b"\n") + 1
             self.fail(f"{path}:{last_line}: last line has no newline; "
                       "expected every line to end with '\\n'")
-        table = read_unique(path)
+        table = read_table(path)
         keys = list(table)
         for number in range(1, len(keys)):
             if c_sort_key(keys[number]) < c_sort_key(keys[number - 1]):
