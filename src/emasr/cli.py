@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "utt2spk-to-spk2utt": ("emasr.io.datadir_cli:utt2spk_to_spk2utt_cli", "utt2spk -> spk2utt (utt2spk_to_spk2utt.pl)."),
     "spk2utt-to-utt2spk": ("emasr.io.datadir_cli:spk2utt_to_utt2spk_cli", "spk2utt -> utt2spk (spk2utt_to_utt2spk.pl)."),
     # -- corpus (simulation) --
+    "simulate-corpus": ("emasr.corpus.simulate:simulate_corpus_cli", "Synthesize an AISHELL-style Mandarin corpus with espeak-ng."),
     # -- lang (data prep, dict, lang, LM) --
     "aishell-data-prep": ("emasr.corpus.aishell_prep:aishell_data_prep_cli", "AISHELL-1 tree -> data/{train,dev,test}."),
     "aishell-prepare-dict": ("emasr.lang.aishell_dict:aishell_prepare_dict_cli", "resource_aishell lexicon -> AISHELL-style dict dir."),
