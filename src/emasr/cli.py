@@ -38,6 +38,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train-lm": ("emasr.lang.train_lm:train_lm_cli", "Segment LM text with sentencepiece, train a 3-gram KN ARPA."),
     "format-lm": ("emasr.lang.format_lm:format_lm_cli", "ARPA -> lang_test with G.fst (kaldilm arpa2fst)."),
     # -- feats --
+    "compute-fbank-feats": ("emasr.feats.extract:compute_fbank_cli", "Compute Kaldi fbank features for a wav.scp (one job)."),
+    "compute-mfcc-pitch-feats": ("emasr.feats.extract:compute_mfcc_pitch_cli", "Compute Kaldi MFCC + pitch features for a wav.scp (one job)."),
+    "merge-feats-jobs": ("emasr.feats.extract:merge_feats_jobs_cli", "Merge feature jobs into a data dir's feats.scp, utt2num_frames, utt2dur."),
+    "compute-cmvn-stats": ("emasr.feats.cmvn:compute_cmvn_stats_cli", "Compute per-speaker or global CMVN stats (Kaldi layout)."),
+    "add-deltas": ("emasr.feats.deltas:add_deltas_cli", "Append delta features, as Kaldi's add-deltas."),
     # -- decode and score --
     # -- gmm --
     "gmm-info": ("emasr.gmm.model_info:gmm_info_cli", "Numbers of phones, pdfs, transition ids and Gaussians of a Kaldi model."),

@@ -1,0 +1,66 @@
+"""Write a Kaldi ark/scp pair atomically, one matrix at a time.
+
+Kaldi writes `ark,scp:X.ark,X.scp` in place, so a crashed job leaves a half-written pair behind.
+Here the ark goes to a temporary name and the scp lines name the final ark path; on success the ark
+is renamed into place first and the scp last, so a present scp always points at a complete ark.
+The matrices are encoded as kaldiio encodes them (binary, optionally compressed as Kaldi's
+`--compress`), the common compressed case through emasr.feats.compression, which is faster.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from types import TracebackType
+
+import kaldiio.matio
+import numpy as np
+
+from emasr.feats.compression import MIN_ROWS_FOR_SPEECH_FEATURE, compress_speech_feature
+from emasr.io.atomic import atomic_write
+
+# Kaldi's kAutomaticMethod: speech-feature compression for matrices of more than 8 rows, else
+# two-byte. It is what `copy-feats --compress=true` uses by default.
+KALDI_AUTOMATIC_COMPRESSION = 1
+
+
+class ArkScpWriter:
+    """Context manager: `with ArkScpWriter(ark, scp) as w: w.write(key, matrix)`."""
+
+    def __init__(self, ark_path: str, scp_path: str, compress: bool = False):
+        self.ark_path = os.path.abspath(ark_path)
+        self.scp_path = scp_path
+        self.compression = KALDI_AUTOMATIC_COMPRESSION if compress else None
+        self.entries: list[tuple[str, int]] = []
+        os.makedirs(os.path.dirname(self.ark_path), exist_ok=True)
+        fd, self.tmp_path = tempfile.mkstemp(prefix=os.path.basename(ark_path) + ".tmp.",
+                                             dir=os.path.dirname(self.ark_path))
+        self.file = os.fdopen(fd, "wb")
+
+    def write(self, key: str, matrix: np.ndarray) -> None:
+        if not key or " " in key:
+            raise ValueError(f"bad ark key '{key}': keys must be non-empty without spaces")
+        self.file.write(key.encode("utf-8") + b" ")
+        self.entries.append((key, self.file.tell()))
+        if self.compression and matrix.ndim == 2 and len(matrix) >= MIN_ROWS_FOR_SPEECH_FEATURE:
+            self.file.write(b"\0B" + compress_speech_feature(matrix))  # same bytes as kaldiio
+        else:
+            kaldiio.matio.write_array(self.file, matrix, compression_method=self.compression)
+
+    def __enter__(self) -> "ArkScpWriter":
+        return self
+
+    def __exit__(self, kind: type | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        # No fsync (Kaldi does not sync arks either): the rename alone means a crashed job never
+        # leaves a partial ark under the final name.
+        self.file.close()
+        if kind is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.tmp_path)
+            return
+        os.chmod(self.tmp_path, 0o644)
+        os.replace(self.tmp_path, self.ark_path)
+        with atomic_write(self.scp_path) as scp:
+            for key, offset in self.entries:
+                scp.write(f"{key} {self.ark_path}:{offset}\n")
