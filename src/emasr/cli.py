@@ -44,6 +44,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compute-cmvn-stats": ("emasr.feats.cmvn:compute_cmvn_stats_cli", "Compute per-speaker or global CMVN stats (Kaldi layout)."),
     "add-deltas": ("emasr.feats.deltas:add_deltas_cli", "Append delta features, as Kaldi's add-deltas."),
     # -- decode and score --
+    "mkgraph": ("emasr.decode.graph:mkgraph_cli", "Build HCLG.fst from a lang dir and a Kaldi model dir (utils/mkgraph.sh)."),
+    "decode-loglikes": ("emasr.decode.decode_cli:decode_loglikes_cli", "Decode log-likelihood matrices over pdfs into lat.N.gz and 1-best."),
+    "gmm-decode": ("emasr.decode.decode_cli:gmm_decode_cli", "Decode a data dir with a Kaldi GMM (CMVN, deltas) into lat.N.gz and 1-best."),
+    "score-lattices": ("emasr.score.score_cli:score_lattices_cli", "Kaldi scoring: WER/CER per LM weight and penalty, best_wer/best_cer."),
+    "compare-cer": ("emasr.score.compare:compare_cer_cli", "Bootstrap 95% interval of CER and P(B better than A)."),
+    "best-wer": ("emasr.score.score_cli:best_wer_cli", "Lowest %WER line of compute-wer outputs on stdin (utils/best_wer.sh)."),
     # -- gmm --
     "gmm-info": ("emasr.gmm.model_info:gmm_info_cli", "Numbers of phones, pdfs, transition ids and Gaussians of a Kaldi model."),
     "show-transitions": ("emasr.gmm.model_info:show_transitions_cli", "Transition states, ids and probabilities of a Kaldi model."),

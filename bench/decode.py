@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Decoding speed: emasr's decode step against the bare Kaldi decoder call, same matrices, same run.
+
+For each decoder (lattice-simple, lattice-faster) it times
+  - bare: the C++ decoder on log-likelihoods already mapped to transition ids and scaled
+    (UtteranceDecoder.run_decoder), nothing else;
+  - step: emasr's whole per-job path (decode_job: checks, pdf -> transition-id mapping, decoding,
+    best path, lattice written to lat.1.gz, 1-best table),
+and prints the speed in times real time (frames x frame shift / wall seconds, one process, one
+core) and the ratio bare_time / step_time (target >= 0.90). Timings are the best of --repeats,
+interleaved; CPU seconds are printed too since they are steadier on a shared machine.
+
+Graph and likelihoods: --graph-dir (HCLG.fst) with --model (Kaldi final.mdl) and --loglikes
+(an rspecifier) when given; otherwise a synthetic task: a lexicon of --words words over 40 phones
+(3-state HMMs), a backoff bigram, a monophone model, and oracle log-likelihoods (the true pdf
+favoured by --margin nats, Gaussian noise) for random 8-word sentences.
+
+Usage: . ./path.sh && python bench/decode.py [--words 3000] [--utts 20] [--repeats 2]
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+
+from emasr.decode.decode_cli import decode_job, read_matrices  # noqa: E402
+from emasr.decode.decoder import DECODERS, DecodeConfig, UtteranceDecoder  # noqa: E402
+from emasr.decode.fstutil import read_fst  # noqa: E402
+
+
+def synthetic_task(workdir: str, num_words: int, num_utts: int, margin: float, seed: int):
+    """(HCLG, TransitionModel, [(utt, loglikes)]) for a random lexicon and bigram."""
+    from decode_toylang import (make_lang, monophone_model, oracle_loglikes, pdf_sequence,
+                                random_bigram_text)
+    from emasr.decode.graph import make_graph
+
+    rng = np.random.default_rng(seed)
+    phones = [f"p{i}" for i in range(40)]
+    lexicon: dict[str, list[str]] = {}
+    seen = set()
+    while len(lexicon) < num_words:
+        pron = tuple(rng.choice(phones, size=int(rng.integers(2, 6))))
+        if pron not in seen:
+            seen.add(pron)
+            lexicon[f"w{len(lexicon)}"] = list(pron)
+    lang = make_lang(os.path.join(workdir, "lang"), lexicon,
+                     random_bigram_text(sorted(lexicon), 20, seed))
+    trans_model, ctx_dep = monophone_model(lang.lang_dir)
+    stats = make_graph(lang.lang_dir, os.path.join(workdir, "graph"), trans_model, ctx_dep)
+    print(f"synthetic graph: {num_words} words, {stats.num_states} states, {stats.num_arcs} arcs, "
+          f"{trans_model.num_pdfs} pdfs, built in {stats.seconds:.1f} s")
+    utts = []
+    for u in range(num_utts):
+        words = rng.choice(sorted(lexicon), size=8)
+        seq = [lang.phones["SIL"], *(lang.phones[p] for w in words for p in lexicon[w]),
+               lang.phones["SIL"]]
+        pdfs = pdf_sequence(trans_model, seq, frames_per_state=3)
+        utts.append((f"utt{u:03d}", oracle_loglikes(pdfs, trans_model.num_pdfs, seed=u,
+                                                      noise=3.0, margin=margin)))
+    return read_fst(os.path.join(workdir, "graph", "HCLG.fst")), trans_model, utts
+
+
+def timed(func) -> tuple[float, float]:
+    cpu, wall = time.process_time(), time.perf_counter()
+    func()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def bench_decoder(name: str, hclg, trans_model, utts, args, workdir: str) -> None:
+    config = DecodeConfig(beam=args.beam, lattice_beam=args.lattice_beam, acwt=args.acwt,
+                          decoder=name)
+    decoder = UtteranceDecoder(hclg, trans_model, config)
+    mapped = [(utt, decoder.map_to_transition_ids(x)) for utt, x in utts]
+    seconds = sum(len(x) for _, x in utts) * args.frame_shift
+
+    def bare():
+        for utt, matrix in mapped:
+            decoder.run_decoder(utt, matrix)
+
+    def step():
+        stats = decode_job(decoder, utts, os.path.join(workdir, f"lat.{name}.gz"),
+                           os.path.join(workdir, f"hyp.{name}.txt"))
+        assert stats.num_done == len(utts), stats.summary(args.frame_shift)
+
+    best_bare = best_step = (float("inf"), float("inf"))
+    for _ in range(args.repeats):
+        best_bare = min(best_bare, timed(bare))
+        best_step = min(best_step, timed(step))
+    print(f"{name:15s} bare decoder {seconds / best_bare[0]:7.1f}x real time "
+          f"(cpu {best_bare[1]:.2f} s) | decode step {seconds / best_step[0]:7.1f}x real time "
+          f"(cpu {best_step[1]:.2f} s) | step/bare speed ratio {best_bare[0] / best_step[0]:.3f} "
+          f"(cpu {best_bare[1] / best_step[1]:.3f}; target >= 0.90)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--words", type=int, default=3000)
+    parser.add_argument("--utts", type=int, default=20)
+    parser.add_argument("--margin", type=float, default=30.0,
+                        help="nats by which the oracle favours the true pdf (synthetic task)")
+    parser.add_argument("--graph-dir", default=None)
+    parser.add_argument("--model", default=None, help="Kaldi final.mdl (with --graph-dir)")
+    parser.add_argument("--loglikes", default=None, help="rspecifier (with --graph-dir)")
+    parser.add_argument("--beam", type=float, default=13.0)
+    parser.add_argument("--lattice-beam", type=float, default=8.0)
+    parser.add_argument("--acwt", type=float, default=0.1)
+    parser.add_argument("--frame-shift", type=float, default=0.01)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--decoders", default=",".join(DECODERS))
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="bench_decode.") as workdir:
+        if args.graph_dir:
+            from emasr.gmm.model_io import read_model
+
+            hclg = read_fst(os.path.join(args.graph_dir, "HCLG.fst"))
+            trans_model = read_model(args.model).transition_model
+            utts = list(read_matrices(args.loglikes))
+        else:
+            hclg, trans_model, utts = synthetic_task(workdir, args.words, args.utts, args.margin,
+                                                     args.seed)
+        frames = sum(len(x) for _, x in utts)
+        print(f"{len(utts)} utterances, {frames} frames ({frames * args.frame_shift:.1f} s), "
+              f"beam {args.beam}, lattice beam {args.lattice_beam}, acwt {args.acwt}")
+        for name in args.decoders.split(","):
+            bench_decoder(name, hclg, trans_model, utts, args, workdir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""Small FST helpers shared by graph building and decoding: atomic FST writes, sizes, relabelling.
+
+kaldifst has no mutable arc iterator, so label edits are done the FST way: compose with a one-state
+transducer that maps the labels (what OpenFst's fstrelabel/fstrmsymbols amount to).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from typing import Iterable
+
+from emasr.stack import kaldifst
+
+
+def write_fst(fst, path: str | os.PathLike) -> None:
+    """Write an OpenFst binary FST atomically (temporary name beside `path`, then rename)."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp.", dir=directory)
+    os.close(fd)
+    try:
+        if not fst.write(tmp):
+            raise OSError(f"could not write FST to {tmp}")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def read_fst(path: str | os.PathLike) -> kaldifst.StdVectorFst:
+    """Read an OpenFst binary FST (vector or const) as a StdVectorFst; a clear error if missing."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"expected FST file {path} to exist")
+    try:
+        return kaldifst.StdVectorFst.read(path)
+    except Exception:  # a ConstFst (fstconvert --fst_type=const) does not read as a VectorFst
+        return kaldifst.StdVectorFst(kaldifst.StdConstFst.read(path))
+
+
+def fst_size(fst) -> tuple[int, int]:
+    """(number of states, number of arcs)."""
+    num_states = fst.num_states
+    return num_states, sum(fst.num_arcs(s) for s in range(num_states))
+
+
+def map_input_labels_to_epsilon(fst, labels: Iterable[int], max_label: int
+                                ) -> kaldifst.StdVectorFst:
+    """Replace the given input labels by epsilon (OpenFst's fstrmsymbols on the input side).
+
+    Composes a one-state transducer on the left: `x:x` for every other label up to `max_label`,
+    `<eps>:d` for each label d to remove. The result has the same states and arcs as `fst`.
+    """
+    remove = set(int(x) for x in labels)
+    lines = [f"0 0 {0 if label in remove else label} {label}" for label in range(1, max_label + 1)]
+    lines.append("0")
+    mapper = kaldifst.compile(s="\n".join(lines), acceptor=False, isymbols=None, osymbols=None)
+    kaldifst.arcsort(mapper, sort_type="olabel")
+    return kaldifst.StdVectorFst(kaldifst.compose(mapper, fst, connect=True))
+

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Decode a data dir with a GMM-HMM model (Kaldi's steps/decode.sh): features read as the model
+# was trained (CMVN options from <srcdir>/cmvn_opts, deltas), GMM log-likelihoods over pdfs, then
+# Kaldi's lattice decoder against HCLG; lat.JOB.gz and hyp.JOB.txt per job, then scoring.
+set -euo pipefail
+
+# Begin configuration section.
+nj=4
+cmd=run.pl
+stage=0
+beam=13.0
+lattice_beam=8.0
+max_active=7000
+min_active=200
+acwt=0.083333    # Kaldi's GMM default (1/12)
+decoder=lattice-faster  # bounded by --max-active (weak GMMs make lattice-simple's beam-only
+                        # search explode); lattice-simple writes real lattices for LM-weight sweeps
+model=           # default: <srcdir>/final.mdl
+delta_order=     # default: <srcdir>/delta_order if the training step left one, else 2
+skip_scoring=false
+scoring_opts=
+# End configuration section.
+
+help_message="Usage: $0 [options] <graph-dir> <data-dir> <decode-dir>
+e.g.: $0 --nj 4 exp/mono/graph data/test exp/mono/decode_test
+The GMM exp dir (final.mdl, cmvn_opts) is the parent of <decode-dir> (Kaldi's layout).
+Options:
+  --nj <n> --cmd <run.pl|queue.pl ..> --stage <n>
+  --beam <b> --lattice-beam <b> --max-active <n> --min-active <n> --acwt <scale>
+  --decoder <lattice-simple|lattice-faster> --model <final.mdl> --delta-order <n>
+  --skip-scoring <true|false> --scoring-opts '<opts for local/score.sh>'"
+
+utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
+. "$utils_dir/parse_options.sh"
+export PATH="$utils_dir:$PATH"
+
+if [ $# -ne 3 ]; then
+  printf '%s\n' "$help_message" >&2; exit 1
+fi
+graphdir=$1; data=$2; dir=$3
+srcdir=$(dirname "$dir")
+[ -z "$model" ] && model=$srcdir/final.mdl
+
+for f in "$graphdir/HCLG.fst" "$graphdir/words.txt" "$data/feats.scp" "$data/cmvn.scp" "$model"; do
+  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+done
+cmvn_opts=$(cat "$srcdir/cmvn_opts" 2>/dev/null || true)
+if [ -z "$delta_order" ]; then
+  delta_order=$(cat "$srcdir/delta_order" 2>/dev/null || echo 2)
+fi
+norm_vars=--no-norm-vars
+case "$cmvn_opts" in *--norm-vars=true*) norm_vars=--norm-vars ;; esac
+
+mkdir -p "$dir/log"
+echo "$nj" > "$dir/num_jobs"
+split_data.sh "$data" "$nj"
+sdata=$data/split$nj
+
+if [ "$stage" -le 0 ]; then
+  $cmd JOB=1:"$nj" "$dir/log/decode.JOB.log" \
+    emasr gmm-decode --beam "$beam" --lattice-beam "$lattice_beam" --max-active "$max_active" \
+      --min-active "$min_active" --acwt "$acwt" --decoder "$decoder" $norm_vars \
+      --delta-order "$delta_order" --word-symbol-table "$graphdir/words.txt" \
+      "$model" "$graphdir/HCLG.fst" "$sdata/JOB" "$dir/lat.JOB.gz"
+fi
+
+if [ "$stage" -le 1 ] && [ "$skip_scoring" != true ]; then
+  # As Kaldi: the recipe's local/score.sh (relative to the recipe dir), else the generic scorer.
+  scorer=local/score.sh
+  [ -x "$scorer" ] || scorer="$(dirname "$0")/score_kaldi.sh"
+  # shellcheck disable=SC2086
+  "$scorer" $scoring_opts "$data" "$graphdir" "$dir"
+fi
+echo "$0: decoded $data into $dir"

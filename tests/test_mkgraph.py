@@ -1,0 +1,42 @@
+"""utils/mkgraph.sh and emasr mkgraph: usage, missing inputs and an empty composition are
+reported clearly, naming the file."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from conftest import YESNO, run_script
+from decode_toylang import make_lang, monophone_model
+from emasr.decode.graph import GraphError, make_graph
+
+
+def test_usage_and_missing_files(tmp_path):
+    result = run_script(["mkgraph.sh", "only-one-arg"])
+    assert result.returncode == 1 and "Usage: " in result.stderr
+    lang = tmp_path / "lang"
+    shutil.copytree(YESNO / "data" / "lang_test_tg", lang)
+    for path in [lang, *lang.rglob("*")]:  # the fixture is read-only; the copy must not be
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    (lang / "G.fst").unlink()
+    result = run_script(["mkgraph.sh", str(lang), str(YESNO / "exp/mono"), str(tmp_path / "g")])
+    assert result.returncode == 1
+    assert f"expected file {lang}/G.fst to exist" in result.stderr
+
+
+def test_grammar_over_unknown_words_is_an_error(tmp_path):
+    # G uses word id 9, which no pronunciation outputs: L o G is empty.
+    lang = make_lang(str(tmp_path / "lang"), {"A": ["a1"], "B": ["b1"]}, "0 1 9 9 0\n1 0")
+    with pytest.raises(GraphError, match="L_disambig.fst o G.fst in .* is empty"):
+        make_graph(lang.lang_dir, str(tmp_path / "graph"), *monophone_model(lang.lang_dir))
+
+
+def test_model_with_other_phones_is_refused(tmp_path):
+    model = tmp_path / "exp"
+    model.mkdir()
+    for name in ("final.mdl", "tree"):
+        (model / name).symlink_to(YESNO / "exp/mono" / name)
+    (model / "phones.txt").write_text("<eps> 0\nSIL 1\nA 2\nB 3\n#0 4\n#1 5\n")
+    result = run_script(["mkgraph.sh", str(YESNO / "data/lang_test_tg"), str(model),
+                         str(tmp_path / "graph")])
+    assert result.returncode == 1 and "phone symbol tables" in result.stderr
