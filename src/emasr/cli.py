@@ -57,6 +57,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ali-info": ("emasr.ali.ali_info:ali_info_cli", "Utterances, frames, pdf counts and per-phone durations of an alignment dir."),
     "make-targets": ("emasr.ali.targets:make_targets_cli", "Frame-level pdf targets and priors at the network frame rate from an alignment dir."),
     # -- nnet (training) --
+    "train": ("emasr.nnet.train_command:train_cli", "Train a network (one worker; torchrun runs N)."),
+    "nnet-forward": ("emasr.nnet.forward:nnet_forward_cli", "Network log-likelihoods for decoding."),
     # -- report --
 }
 

@@ -1,0 +1,59 @@
+"""Checkpoints that resume training exactly, written so a crash never leaves a broken one.
+
+Layout: <exp>/checkpoints/epochEEE-blockBBBBBB/ holds rank<R>.pt (each worker's local model,
+optimizer and RNG states) and state.pt (rank 0: the global model, block momentum, EMA, schedule,
+counters, data position and the resolved config). EEE is the epoch to continue in and BBBBBB the
+blocks already done in it. Every file is written under a temporary name and renamed; state.pt is
+written last, after all ranks wrote theirs, so a directory without it is incomplete and ignored.
+"""
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import torch
+
+from emasr.io.atomic import atomic_write
+
+STATE = "state.pt"
+
+
+def tag(epoch: int, block: int) -> str:
+    return f"epoch{epoch:03d}-block{block:06d}"
+
+
+def directory(exp_dir: str, epoch: int, block: int) -> str:
+    return os.path.join(exp_dir, "checkpoints", tag(epoch, block))
+
+
+def save(obj: dict, path: str) -> None:
+    with atomic_write(path, "wb", encoding=None, newline=None) as f:
+        torch.save(obj, f)
+
+
+def load(path: str, device: str | torch.device = "cpu") -> dict:
+    return torch.load(path, map_location=device, weights_only=False)
+
+
+def latest(exp_dir: str) -> str | None:
+    """The newest complete checkpoint directory (one with state.pt), or None."""
+    root = os.path.join(exp_dir, "checkpoints")
+    if not os.path.isdir(root):
+        return None
+    done = sorted(d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, STATE)))
+    return os.path.join(root, done[-1]) if done else None
+
+
+def rng_states() -> dict:
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
+            "python": random.getstate(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
+
+
+def restore_rng_states(states: dict) -> None:
+    torch.set_rng_state(states["torch"])
+    np.random.set_state(states["numpy"])
+    random.setstate(states["python"])
+    if states.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])

@@ -1,0 +1,172 @@
+"""The training configuration: defaults, then a YAML file, then `--set key=value` overrides.
+
+Resolved once at the start of training and saved to <exp>/conf.yaml; a resumed run must resolve
+to the same configuration, except for the keys in RESUMABLE_CHANGES (more epochs, say).
+Unknown keys are errors, so a typo never silently trains with a default.
+"""
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any, Iterable
+
+import yaml
+
+from emasr.io.atomic import atomic_write
+
+MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "dnn": {"type": "dnn", "hidden_layers": 6, "hidden_dim": 1024, "activation": "relu",
+            "norm": "none", "dropout": 0.0},
+    "lstm": {"type": "lstm", "num_layers": 3, "hidden_size": 1024, "proj_size": 256,
+             "dropout": 0.0},
+}
+
+DEFAULTS: dict[str, Any] = {
+    "model": MODEL_DEFAULTS["dnn"],
+    # The network feature pipeline (emasr.feats.pipeline.PipelineConfig); `dim` is the raw feature
+    # dimension expected in feats.scp (null: whatever the data has).
+    "features": {"cmvn": "speaker", "norm_vars": False, "stack": 3, "splice": 2, "dim": None},
+    "data": {
+        "seed": 777,
+        "minibatch_frames": 256,          # DNN: frames per minibatch
+        "shuffle_buffer_frames": 50000,   # DNN: frames shuffled together (bounds memory)
+        "chunk_frames": 20,               # LSTM: frames per truncated-BPTT chunk
+        "left_context": 10,               # LSTM: frames before the chunk re-run to warm the state
+        "output_delay": 2,                # LSTM: output t predicts the label of frame t - delay
+        "chunks_per_minibatch": 32,
+        "shuffle_buffer_chunks": 2000,
+    },
+    "train": {
+        "epochs": 10,
+        "optimizer": "sgd",               # sgd | adam
+        "lr": 0.1,
+        "momentum": 0.9,
+        "weight_decay": 0.0,
+        "schedule": "newbob",             # newbob | exponential | constant
+        "newbob_threshold": 0.001,        # halve the LR when dev frame accuracy gains less
+        "lr_decay": 0.5,                  # the factor newbob halves by / exponential decays by
+        "min_lr": 1.0e-5,
+        "checkpoint_every_blocks": 0,     # 0: checkpoints only at epoch ends
+        "init_seed": 1,
+    },
+    "sync": {
+        "strategy": "bmuf",               # single | ma | bmuf
+        "block_size": 16,                 # tau: local minibatches between syncs
+        "block_lr": 1.0,                  # zeta
+        "block_momentum": None,           # eta; null: 1 - 1/N
+        "nesterov": True,
+        "ema_decay": None,                # alpha per sync; null: off (unless a half life is set)
+        "ema_half_life_frames": None,     # half life in training frames (all workers together)
+    },
+    "dist": {"backend": "auto", "timeout_s": 300},
+}
+
+# Keys a resumed run may change without invalidating the checkpoint.
+RESUMABLE_CHANGES = {"train.epochs", "train.checkpoint_every_blocks", "dist.timeout_s"}
+
+
+class ConfigError(ValueError):
+    """A configuration file or override is wrong; the message says which key and why."""
+
+
+def parse_value(text: str) -> Any:
+    """`--set` values are YAML scalars: 3, 0.5, true, null, relu."""
+    return yaml.safe_load(text) if text != "" else ""
+
+
+def merge(base: dict, update: dict, where: str) -> dict:
+    """Merge `update` into a copy of `base`, rejecting keys `base` does not have."""
+    out = copy.deepcopy(base)
+    for key, value in update.items():
+        name = f"{where}.{key}" if where else key
+        if key not in out:
+            raise ConfigError(f"unknown configuration key '{name}'; known: {', '.join(sorted(out))}")
+        if isinstance(out[key], dict):
+            if not isinstance(value, dict):
+                raise ConfigError(f"'{name}' must be a mapping, got {value!r}")
+            out[key] = merge(out[key], value, name)
+        else:
+            out[key] = value
+    return out
+
+
+def overrides_to_dict(overrides: Iterable[str]) -> dict:
+    """['train.lr=0.2', 'model.type=lstm'] -> {'train': {'lr': 0.2}, 'model': {'type': 'lstm'}}."""
+    out: dict = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"bad override '{item}'; expected key.sub=value")
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = parse_value(value)
+    return out
+
+
+def resolve(path: str | None = None, overrides: Iterable[str] = ()) -> dict:
+    """Defaults + YAML file + overrides, with the model defaults chosen by model.type."""
+    layers = []
+    if path:
+        with open(path, encoding="utf-8") as f:
+            loaded = yaml.safe_load(f) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: expected a YAML mapping at the top level")
+        layers.append(loaded)
+    layers.append(overrides_to_dict(overrides))
+    model_type = DEFAULTS["model"]["type"]
+    for layer in layers:
+        model_type = layer.get("model", {}).get("type", model_type)
+    if model_type not in MODEL_DEFAULTS:
+        raise ConfigError(f"unknown model.type '{model_type}'; expected one of "
+                          f"{', '.join(MODEL_DEFAULTS)}")
+    config = copy.deepcopy(DEFAULTS)
+    config["model"] = copy.deepcopy(MODEL_DEFAULTS[model_type])
+    for layer in layers:
+        config = merge(config, layer, "")
+    validate(config)
+    return config
+
+
+def validate(config: dict) -> None:
+    sync, train = config["sync"], config["train"]
+    if sync["strategy"] not in ("single", "ma", "bmuf"):
+        raise ConfigError(f"sync.strategy '{sync['strategy']}': expected single, ma or bmuf")
+    if int(sync["block_size"]) < 1:
+        raise ConfigError(f"sync.block_size must be >= 1, got {sync['block_size']}")
+    if sync["ema_decay"] is not None and sync["ema_half_life_frames"] is not None:
+        raise ConfigError("set sync.ema_decay or sync.ema_half_life_frames, not both")
+    if train["optimizer"] not in ("sgd", "adam"):
+        raise ConfigError(f"train.optimizer '{train['optimizer']}': expected sgd or adam")
+    if train["schedule"] not in ("newbob", "exponential", "constant"):
+        raise ConfigError(f"train.schedule '{train['schedule']}': expected newbob, exponential "
+                          "or constant")
+
+
+def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def differences(saved: dict, current: dict, ignore: Iterable[str] = RESUMABLE_CHANGES) -> list[str]:
+    """Human-readable 'key: saved -> current' lines for keys that differ (ignoring `ignore`)."""
+    a, b = flatten(saved), flatten(current)
+    return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b))
+            if k not in ignore and a.get(k) != b.get(k)]
+
+
+def save(config: dict, path: str | os.PathLike) -> None:
+    with atomic_write(path) as f:
+        yaml.safe_dump(config, f, sort_keys=False, default_flow_style=False)
+
+
+def load(path: str | os.PathLike) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return yaml.safe_load(f)

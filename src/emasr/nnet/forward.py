@@ -1,0 +1,124 @@
+"""Network log-likelihoods for decoding: log-posterior minus log-prior, per utterance.
+
+`emasr nnet-forward` loads <exp>/final.pt or ema.pt (which carry the model, the feature pipeline
+and the priors, so decoding needs nothing else), runs the same feature pipeline as training and
+writes a Kaldi ark of [T, num_pdfs] float32 matrices that `emasr decode-loglikes` decodes.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+import click
+import numpy as np
+import torch
+
+from emasr.nnet import checkpoint
+from emasr.nnet.data import DataError, make_chunks
+from emasr.nnet.models import build_model
+
+logger = logging.getLogger(__name__)
+
+
+def load_model_file(path: str) -> tuple[torch.nn.Module, dict]:
+    if not os.path.isfile(path):
+        raise click.ClickException(f"expected file {path} to exist (train the model first; "
+                                   "ema.pt exists only when training used an EMA)")
+    info = checkpoint.load(path)
+    model = build_model(info["model_config"], info["input_dim"], info["num_pdfs"])
+    model.load_state_dict(info["state_dict"])
+    model.eval()
+    return model, info
+
+
+@torch.no_grad()
+def log_posteriors(model: torch.nn.Module, feats: np.ndarray, data_config: dict) -> np.ndarray:
+    """[T, P] log-posteriors; the LSTM runs the same chunks (left context, delay) as in training."""
+    x = torch.from_numpy(np.ascontiguousarray(feats, dtype=np.float32))
+    if not model.sequence_model:
+        return model(x).numpy()
+    chunk, left, delay = (data_config["chunk_frames"], data_config["left_context"],
+                          data_config["output_delay"])
+    chunks, _ = make_chunks(feats.astype(np.float32), None, chunk, left, delay)
+    out = model(torch.from_numpy(chunks))[:, left + delay:left + delay + chunk]
+    return out.reshape(-1, out.shape[-1])[:len(feats)].numpy()
+
+
+def write_matrices(wspecifier: str, items) -> int:
+    """Write (utt, matrix) pairs to `ark:FILE`, `ark,scp:ARK,SCP` (both atomically) or `ark:-`."""
+    import kaldiio
+
+    kind, _, target = wspecifier.partition(":")
+    if kind not in ("ark", "ark,scp") or not target:
+        raise click.ClickException(f"unsupported wspecifier '{wspecifier}'; expected ark:FILE, "
+                                   "ark,scp:ARK,SCP or ark:-")
+    if target == "-":
+        count = 0
+        with kaldiio.WriteHelper("ark:-") as writer:
+            for utt, mat in items:
+                writer(utt, mat)
+                count += 1
+        return count
+    paths = target.split(",")
+    temps = [f"{p}.tmp.{os.getpid()}" for p in paths]
+    count = 0
+    try:
+        with kaldiio.WriteHelper(f"{kind}:{','.join(temps)}") as writer:
+            for utt, mat in items:
+                writer(utt, mat)
+                count += 1
+        if len(paths) == 2:   # the scp names the ark: point it at the final name
+            with open(temps[1], encoding="utf-8") as f:
+                text = f.read().replace(temps[0], paths[0])
+            with open(temps[1], "w", encoding="utf-8") as f:
+                f.write(text)
+        for temp, path in zip(temps, paths):
+            os.replace(temp, path)
+    finally:
+        for temp in temps:
+            if os.path.exists(temp):
+                os.unlink(temp)
+    return count
+
+
+def log_likelihoods(model_path: str, data_dir: str, apply_priors: bool = True,
+                    prior_scale: float = 1.0):
+    """Yield (utt, [T, P] float32 log-likelihoods) for every utterance of data_dir."""
+    from emasr.feats.pipeline import FeaturePipeline
+
+    model, info = load_model_file(model_path)
+    pipeline = FeaturePipeline.from_dict(info["pipeline"])
+    priors = info["log_priors"].numpy() * prior_scale if apply_priors else 0.0
+    for utt, feats in pipeline.iterate(data_dir):
+        if feats.shape[1] != info["input_dim"]:
+            raise DataError(f"{data_dir}/feats.scp: utterance {utt}: network input dimension "
+                            f"{feats.shape[1]}, but {model_path} expects {info['input_dim']}")
+        yield utt, (log_posteriors(model, feats, info["data_config"]) - priors).astype(np.float32)
+
+
+@click.command("nnet-forward")
+@click.option("--model", "which", type=click.Choice(["final", "ema"]), default="final",
+              show_default=True, help="final.pt (global model W_g) or ema.pt (EMA model).")
+@click.option("--no-priors", is_flag=True, help="Write log-posteriors instead of log-likelihoods.")
+@click.option("--prior-scale", type=float, default=1.0, show_default=True,
+              help="Scale of the log-priors subtracted from the log-posteriors.")
+@click.option("--num-threads", type=int, default=1, show_default=True)
+@click.argument("exp_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("data_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("wspecifier")
+def nnet_forward_cli(which: str, no_priors: bool, prior_scale: float, num_threads: int,
+                     exp_dir: str, data_dir: str, wspecifier: str) -> None:
+    """Compute network log-likelihoods (log-posterior - log-prior) for DATA_DIR.
+
+    Uses EXP_DIR/final.pt or ema.pt, with the feature pipeline and priors stored in it, and writes
+    one [frames, num_pdfs] matrix per utterance to WSPECIFIER (ark:FILE, ark,scp:ARK,SCP, ark:-),
+    ready for `emasr decode-loglikes`.
+    """
+    torch.set_num_threads(max(1, num_threads))
+    path = os.path.join(exp_dir, f"{which}.pt")
+    try:
+        count = write_matrices(wspecifier, log_likelihoods(path, data_dir, not no_priors,
+                                                           prior_scale))
+    except DataError as err:
+        raise click.ClickException(str(err)) from None
+    logger.info("wrote log-likelihoods of %d utterances from %s to %s", count, path, wspecifier)

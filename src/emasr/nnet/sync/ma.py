@@ -1,0 +1,27 @@
+"""Model averaging (MA): W_g <- W̄, and every worker restarts from W_g."""
+from __future__ import annotations
+
+import torch
+
+from emasr.nnet.sync.state import copy_or_none as _copy
+
+
+class ModelAveraging:
+    name = "ma"
+    communicates = True
+
+    def __init__(self) -> None:
+        self.global_model: torch.Tensor | None = None
+
+    def start(self, initial: torch.Tensor) -> None:
+        self.global_model = initial.detach().clone()
+
+    def step(self, average: torch.Tensor) -> torch.Tensor:
+        self.global_model = average.detach().clone()
+        return self.global_model
+
+    def state_dict(self) -> dict:
+        return {"global_model": _copy(self.global_model)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.global_model = _copy(state["global_model"])

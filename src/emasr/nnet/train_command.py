@@ -1,0 +1,67 @@
+"""`emasr train`: the per-process entry point of network training (torchrun starts one per worker;
+run alone it is a single worker)."""
+from __future__ import annotations
+
+import logging
+import os
+
+import click
+import torch
+
+from emasr.nnet import config as configs
+
+logger = logging.getLogger(__name__)
+
+
+def pin_threads() -> int:
+    """Share the CPU cores among the workers on this node: cores // local workers, at least 1
+    (EMASR_NUM_THREADS overrides; torchrun's OMP_NUM_THREADS=1 default is deliberately ignored)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    threads = int(os.environ.get("EMASR_NUM_THREADS", 0)) or max(1, (cores or 1) // local)
+    torch.set_num_threads(threads)
+    return threads
+
+
+def shortcut_overrides(strategy, block_size, ema_decay, ema_half_life_frames, epochs) -> list[str]:
+    pairs = [("sync.strategy", strategy), ("sync.block_size", block_size),
+             ("sync.ema_decay", ema_decay), ("sync.ema_half_life_frames", ema_half_life_frames),
+             ("train.epochs", epochs)]
+    return [f"{key}={value}" for key, value in pairs if value is not None]
+
+
+@click.command("train")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
+              help="YAML config (e.g. conf/nnet/dnn.yaml); defaults fill what it leaves out.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override one config value, e.g. --set train.lr=0.2 (repeatable).")
+@click.option("--strategy", type=click.Choice(["single", "ma", "bmuf"]), default=None,
+              help="Sync rule (sync.strategy).")
+@click.option("--block-size", type=int, default=None, help="tau: minibatches per sync.")
+@click.option("--ema-decay", type=float, default=None, help="EMA decay alpha per sync.")
+@click.option("--ema-half-life-frames", type=float, default=None,
+              help="EMA half life in training frames (alpha per sync derived from it).")
+@click.option("--epochs", type=int, default=None, help="train.epochs")
+@click.option("--resume", is_flag=True, help="Continue from the latest complete checkpoint.")
+@click.argument("targets_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("train_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("dev_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("exp_dir", type=click.Path(file_okay=False))
+def train_cli(config_path, overrides, strategy, block_size, ema_decay, ema_half_life_frames, epochs,
+              resume, targets_dir, train_dir, dev_dir, exp_dir) -> None:
+    """Train a DNN or LSTM acoustic model on TARGETS_DIR (pdf targets) and TRAIN_DIR's features,
+    evaluating on DEV_DIR every epoch; writes EXP_DIR/{conf.yaml, metrics.jsonl, checkpoints/,
+    final.pt, ema.pt}. Run it through steps/nnet/train.sh (torchrun, one process per worker)."""
+    from emasr.nnet.comm import RendezvousError
+    from emasr.nnet.data import DataError
+    from emasr.nnet.trainer import run
+
+    threads = pin_threads()
+    try:
+        config = configs.resolve(config_path, [*overrides, *shortcut_overrides(
+            strategy, block_size, ema_decay, ema_half_life_frames, epochs)])
+        logger.info("worker %s: %d threads; strategy %s, tau %d", os.environ.get("RANK", "0"),
+                    threads, config["sync"]["strategy"], config["sync"]["block_size"])
+        run(config, targets_dir, train_dir, dev_dir, exp_dir, resume)
+    except (configs.ConfigError, DataError, RendezvousError, ValueError, FileNotFoundError) as err:
+        raise click.ClickException(str(err)) from None

@@ -1,0 +1,395 @@
+"""Block-synchronous data-parallel training (one process per worker, started by torchrun).
+
+Every worker trains its local model on its own shard for a block of tau minibatches; then one
+all-reduce gives the mean of the local models (plus a few numbers piggybacked on the same vector:
+whether every worker has another full block, and the block's loss and accuracy sums); the sync rule
+turns it into the global model W_g and the point the workers restart from; the EMA follows W_g.
+An epoch ends after the last block that every worker can fill.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import shutil
+import time
+from itertools import islice
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from emasr.nnet import checkpoint, config as configs
+from emasr.nnet.comm import Communicator, destroy_process_group, init_process_group
+from emasr.nnet.data import (IGNORE, DataError, Source, TrainingData, eval_batches, shard,
+                             utterances_with_targets, validate_targets)
+from emasr.nnet.flat import model_to_vector, vector_to_model
+from emasr.nnet.models import build_model
+from emasr.nnet.schedule import LearningRateSchedule
+from emasr.nnet.sync import ExponentialMovingAverage, decay_from_half_life, make_rule
+
+logger = logging.getLogger(__name__)
+
+EXTRAS = 4   # piggybacked on the sync vector: [next block ready, loss sum, correct, frames]
+
+
+def make_pipeline(features: dict, train_dir: str | None = None):
+    """The network feature pipeline; with global CMVN it carries the training set's stats, so dev
+    and decoding normalize exactly as training did."""
+    from emasr.feats.cmvn import GLOBAL_CMVN_FILE, read_stats
+    from emasr.feats.pipeline import FeaturePipeline, PipelineConfig
+
+    pipeline = FeaturePipeline(PipelineConfig(**{k: v for k, v in features.items() if k != "dim"}))
+    if features["cmvn"] == "global" and train_dir is not None:
+        path = os.path.join(train_dir, GLOBAL_CMVN_FILE)
+        if not os.path.isfile(path):
+            raise DataError(f"expected file {path} to exist for features.cmvn=global "
+                            "(steps/compute_cmvn_stats.sh --global)")
+        pipeline.set_global_stats(read_stats(path))
+    return pipeline
+
+
+def open_targets(targets_dir: str):
+    from emasr.ali.targets import load_targets
+
+    return load_targets(targets_dir)
+
+
+def raw_feature_dim(data_dir: str) -> int:
+    """The dimension of the first matrix in data_dir/feats.scp."""
+    import kaldiio
+
+    with kaldiio.ReadHelper(f"scp:{os.path.join(data_dir, 'feats.scp')}") as reader:
+        for _, mat in reader:
+            return int(mat.shape[1])
+    raise DataError(f"{data_dir}/feats.scp is empty")
+
+
+def predict(model, x: torch.Tensor, data_config: dict) -> torch.Tensor:
+    """Log-posteriors aligned with the labels: [B, P] (DNN) or the chunk part [B, C, P] (LSTM)."""
+    out = model(x)
+    if getattr(model, "sequence_model", False):
+        start = data_config["left_context"] + data_config["output_delay"]
+        out = out[:, start:start + data_config["chunk_frames"]]
+    return out
+
+
+def batch_stats(log_probs: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, float, float]:
+    """(loss summed over labelled frames, correct frames, labelled frames)."""
+    flat, labels = log_probs.reshape(-1, log_probs.shape[-1]), y.reshape(-1)
+    loss = F.nll_loss(flat, labels, ignore_index=IGNORE, reduction="sum")
+    valid = labels != IGNORE
+    correct = (flat.argmax(-1)[valid] == labels[valid]).sum().item()
+    return loss, float(correct), float(valid.sum().item())
+
+
+class Trainer:
+    def __init__(self, config: dict, targets_dir: str, train_dir: str, dev_dir: str,
+                 exp_dir: str, resume: bool = False) -> None:
+        self.config, self.exp_dir, self.resume = config, exp_dir, resume
+        self.targets_dir, self.train_dir, self.dev_dir = targets_dir, train_dir, dev_dir
+
+    # -- setup ------------------------------------------------------------------------------
+    def setup(self) -> None:
+        c = self.config
+        self.rank, self.world = init_process_group(c["dist"]["backend"], c["dist"]["timeout_s"])
+        self.device = torch.device(
+            f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available()
+            and c["dist"]["backend"] in ("auto", "nccl") else "cpu")
+        self.comm = Communicator(self.world)
+        self.pipeline = make_pipeline(c["features"], self.train_dir)
+        self.targets = open_targets(self.targets_dir)
+        stack = int(c["features"]["stack"])
+        if int(self.targets.subsampling_factor) != stack:
+            raise DataError(f"{self.targets_dir}/frame_subsampling_factor is "
+                            f"{self.targets.subsampling_factor} but features.stack is {stack}; "
+                            "targets must be at the network frame rate")
+        self.input_dim = self._input_dim()
+        self.num_pdfs = int(self.targets.num_pdfs)
+        self.train_source = Source(self.train_dir, self.targets_dir, self.pipeline, self.targets,
+                                   self.input_dim, self.num_pdfs)
+        self.dev_source = Source(self.dev_dir, self.targets_dir, self.pipeline, self.targets,
+                                 self.input_dim, self.num_pdfs)
+        train_utts = utterances_with_targets(self.train_dir, self.targets, self.targets_dir, "training")
+        self.dev_utts = utterances_with_targets(self.dev_dir, self.targets, self.targets_dir, "dev")
+        torch.manual_seed(int(c["train"]["init_seed"]))   # the same initial model on every rank
+        self.model = build_model(c["model"], self.input_dim, self.num_pdfs).to(self.device)
+        self.data = TrainingData(self.train_source,
+                                 shard(train_utts, int(c["data"]["seed"]), self.rank, self.world),
+                                 c["data"], self.model.sequence_model, self.rank)
+        validate_targets(self.targets, self.data.utts + self.dev_utts[self.rank::self.world],
+                         self.num_pdfs, self.targets_dir)
+        torch.manual_seed(int(c["train"]["init_seed"]) * 1000 + self.rank)   # dropout per rank
+        self.optimizer = self._optimizer()
+        s = c["sync"]
+        self.rule = make_rule(s["strategy"], self.world, float(s["block_lr"]),
+                              s["block_momentum"], bool(s["nesterov"]))
+        self.rule.start(model_to_vector(self.model))
+        self.ema = self._ema()
+        t = c["train"]
+        self.schedule = LearningRateSchedule(t["schedule"], float(t["lr"]), float(t["lr_decay"]),
+                                             float(t["newbob_threshold"]), float(t["min_lr"]))
+        self.position = (0, 0)   # (epoch, blocks done in it)
+        self.counters = {"syncs": 0, "frames": 0.0, "seconds_compute": 0.0, "seconds_train": 0.0}
+
+    def _input_dim(self) -> int:
+        expected = self.config["features"]["dim"]
+        raw = raw_feature_dim(self.train_dir)
+        if expected is not None and int(expected) != raw:
+            raise DataError(f"{self.train_dir}/feats.scp: features have dimension {raw}, but the "
+                            f"config says features.dim={expected}")
+        return int(self.pipeline.output_dim(raw))
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        t = self.config["train"]
+        if t["optimizer"] == "adam":
+            return torch.optim.Adam(self.model.parameters(), lr=float(t["lr"]),
+                                    weight_decay=float(t["weight_decay"]))
+        return torch.optim.SGD(self.model.parameters(), lr=float(t["lr"]),
+                               momentum=float(t["momentum"]), weight_decay=float(t["weight_decay"]))
+
+    def frames_per_sync(self) -> int:
+        d = self.config["data"]
+        per_batch = (d["chunks_per_minibatch"] * d["chunk_frames"] if self.model.sequence_model
+                     else d["minibatch_frames"])
+        return int(per_batch) * int(self.config["sync"]["block_size"]) * self.world
+
+    def _ema(self) -> ExponentialMovingAverage | None:
+        s = self.config["sync"]
+        if s["ema_half_life_frames"] is not None:
+            decay = decay_from_half_life(self.frames_per_sync(), float(s["ema_half_life_frames"]))
+        elif s["ema_decay"] is not None:
+            decay = float(s["ema_decay"])
+        else:
+            return None
+        if self.rank == 0:
+            logger.info("EMA decay %.6f per sync (%d frames per sync)", decay, self.frames_per_sync())
+        return ExponentialMovingAverage(decay)
+
+    # -- training ---------------------------------------------------------------------------
+    def train(self) -> None:
+        self.prepare_exp_dir()
+        epochs = int(self.config["train"]["epochs"])
+        while self.position[0] < epochs:
+            epoch, start_block = self.position
+            self.set_lr(self.schedule.lr)
+            start = time.perf_counter()
+            self.run_epoch(epoch, start_block)
+            self.counters["seconds_train"] += time.perf_counter() - start
+            self.end_epoch(epoch)
+        self.write_final_models()
+
+    def set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def run_epoch(self, epoch: int, start_block: int) -> None:
+        tau = int(self.config["sync"]["block_size"])
+        batches = self.data.minibatches(epoch)
+        for _ in islice(batches, start_block * tau):   # replay up to the resume point
+            pass
+        block = list(islice(batches, tau))
+        ready = self.all_ready(len(block) == tau)
+        index = start_block
+        every = int(self.config["train"]["checkpoint_every_blocks"])
+        while ready:
+            stats, seconds = self.train_block(block)
+            block = list(islice(batches, tau))
+            ready, mean_stats = self.sync(len(block) == tau, stats)
+            index += 1
+            self.counters["seconds_compute"] += seconds
+            self.position = (epoch, index)
+            self.log_block(epoch, index, mean_stats)
+            if every and index % every == 0:
+                self.save_checkpoint()
+        if index == start_block and start_block == 0:
+            raise DataError(f"epoch {epoch}: no worker could fill one block of {tau} minibatches; "
+                            "use a smaller sync.block_size or minibatch")
+
+    def all_ready(self, ready: bool) -> bool:
+        flag = torch.tensor([1.0 if ready else 0.0], device=self.device)
+        if self.world > 1:
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MIN)
+        return bool(flag.item() > 0.5)
+
+    def train_block(self, block) -> tuple[list[float], float]:
+        start = time.perf_counter()
+        self.model.train()
+        loss_sum = correct = frames = 0.0
+        for x, y in block:
+            x, y = x.to(self.device), y.to(self.device)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss, right, count = batch_stats(predict(self.model, x, self.config["data"]), y)
+            (loss / max(count, 1.0)).backward()
+            self.optimizer.step()
+            loss_sum += loss.item()
+            correct += right
+            frames += count
+        return [loss_sum, correct, frames], time.perf_counter() - start
+
+    def sync(self, next_ready: bool, stats: list[float]) -> tuple[bool, list[float]]:
+        """One all-reduce of [model vector, extras]; the rule and the EMA take it from there."""
+        extras = torch.tensor([1.0 if next_ready else 0.0, *stats],
+                              dtype=torch.float32, device=self.device)
+        vector = torch.cat([model_to_vector(self.model).float(), extras])
+        mean = self.comm.mean(vector)
+        restart = self.rule.step(mean[:-EXTRAS])
+        vector_to_model(restart, self.model)
+        if self.ema is not None:
+            self.ema.update(self.rule.global_model)
+        self.counters["syncs"] += 1
+        self.counters["frames"] += float(mean[-1]) * self.world
+        ready = float(mean[-EXTRAS]) > 1.0 - 0.5 / self.world
+        return ready, [float(v) for v in mean[-EXTRAS + 1:]]
+
+    # -- evaluation and epoch end -------------------------------------------------------------
+    def evaluate(self, vector: torch.Tensor) -> tuple[float, float]:
+        """Dev loss per frame and frame accuracy of the model with state `vector` (all ranks
+        evaluate a share of the dev set; one small all-reduce adds the sums)."""
+        model = copy.deepcopy(self.model)
+        vector_to_model(vector, model)
+        model.eval()
+        sums = torch.zeros(3, dtype=torch.float64)
+        with torch.no_grad():
+            for x, y in eval_batches(self.dev_source, self.dev_utts[self.rank::self.world],
+                                     self.config["data"], model.sequence_model):
+                loss, right, count = batch_stats(predict(model, x.to(self.device),
+                                                         self.config["data"]), y.to(self.device))
+                sums += torch.tensor([loss.item(), right, count], dtype=torch.float64)
+        if self.world > 1:
+            sums = sums.to(self.device)
+            torch.distributed.all_reduce(sums)
+            sums = sums.cpu()
+        frames = max(float(sums[2]), 1.0)
+        return float(sums[0]) / frames, float(sums[1]) / frames
+
+    def end_epoch(self, epoch: int) -> None:
+        dev_loss, dev_acc = self.evaluate(self.rule.global_model)
+        record = {"type": "epoch", "epoch": epoch + 1, "lr": self.schedule.lr,
+                  "dev_loss": dev_loss, "dev_acc": dev_acc}
+        if self.ema is not None:
+            record["dev_loss_ema"], record["dev_acc_ema"] = self.evaluate(self.ema.average)
+        record.update(self.totals())
+        self.schedule.end_epoch(dev_acc)
+        record["next_lr"] = self.schedule.lr
+        self.write_metrics(record)
+        if self.rank == 0:
+            logger.info("epoch %d: dev loss %.4f acc %.4f%s; lr -> %g", epoch + 1, dev_loss, dev_acc,
+                        f" (EMA loss {record['dev_loss_ema']:.4f} acc {record['dev_acc_ema']:.4f})"
+                        if self.ema is not None else "", self.schedule.lr)
+        self.position = (epoch + 1, 0)
+        self.save_checkpoint()
+
+    def totals(self) -> dict:
+        return {"syncs": self.counters["syncs"], "frames": self.counters["frames"],
+                "bytes_reduced": self.comm.bytes_reduced,
+                "seconds_compute": self.counters["seconds_compute"],
+                "seconds_comm": self.comm.seconds,
+                "seconds_train": self.counters.get("seconds_train", 0.0)}
+
+    def log_block(self, epoch: int, index: int, stats: list[float]) -> None:
+        loss_sum, correct, frames = stats
+        self.write_metrics({"type": "block", "epoch": epoch + 1, "block": index,
+                            "loss": loss_sum / max(frames, 1.0), "frame_acc": correct / max(frames, 1.0),
+                            "lr": self.schedule.lr, **self.totals()})
+
+    def write_metrics(self, record: dict) -> None:
+        if self.rank == 0:
+            with open(os.path.join(self.exp_dir, "metrics.jsonl"), "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+
+    # -- exp dir, checkpoints, final models -------------------------------------------------------
+    def prepare_exp_dir(self) -> None:
+        if self.rank == 0:
+            os.makedirs(self.exp_dir, exist_ok=True)
+            configs.save(self.config, os.path.join(self.exp_dir, "conf.yaml"))
+            self.pipeline.save(os.path.join(self.exp_dir, "feature_pipeline.yaml"))
+        self.comm.barrier()
+
+    def global_state(self) -> dict:
+        return {"config": self.config, "world_size": self.world, "position": self.position,
+                "input_dim": self.input_dim, "num_pdfs": self.num_pdfs,
+                "rule": self.rule.state_dict(),
+                "ema": self.ema.state_dict() if self.ema is not None else None,
+                "schedule": self.schedule.state_dict(), "counters": dict(self.counters),
+                "comm": self.comm.state_dict()}
+
+    def save_checkpoint(self) -> None:
+        where = checkpoint.directory(self.exp_dir, *self.position)
+        checkpoint.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                         "rng": checkpoint.rng_states()},
+                        os.path.join(where, f"rank{self.rank}.pt"))
+        self.comm.barrier()   # every rank's file is in place before state.pt marks it complete
+        if self.rank == 0:
+            checkpoint.save(self.global_state(), os.path.join(where, checkpoint.STATE))
+            logger.info("wrote checkpoint %s", where)
+        self.comm.barrier()
+
+    def load_checkpoint(self) -> bool:
+        """Restore the latest complete checkpoint; False if there is none."""
+        where = checkpoint.latest(self.exp_dir)
+        if where is None:
+            return False
+        state = checkpoint.load(os.path.join(where, checkpoint.STATE), self.device)
+        changed = configs.differences(state["config"], self.config)
+        if changed:
+            raise configs.ConfigError(f"cannot resume from {where}: the configuration differs "
+                                      "from the checkpoint's:\n  " + "\n  ".join(changed))
+        if (state["input_dim"], state["num_pdfs"]) != (self.input_dim, self.num_pdfs):
+            raise configs.ConfigError(
+                f"cannot resume from {where}: its model has input dimension {state['input_dim']} "
+                f"and {state['num_pdfs']} pdfs; the data give {self.input_dim} and {self.num_pdfs}")
+        if state["world_size"] != self.world:
+            raise configs.ConfigError(f"cannot resume from {where}: it was written by "
+                                      f"{state['world_size']} workers, this run has {self.world}")
+        local = checkpoint.load(os.path.join(where, f"rank{self.rank}.pt"), self.device)
+        self.model.load_state_dict(local["model"])
+        self.optimizer.load_state_dict(local["optimizer"])
+        self.rule.load_state_dict(state["rule"])
+        if self.ema is not None:
+            self.ema.load_state_dict(state["ema"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.counters = dict(state["counters"])
+        self.comm.load_state_dict(state["comm"])
+        self.position = tuple(state["position"])
+        checkpoint.restore_rng_states(local["rng"])
+        logger.info("resumed from %s (epoch %d, block %d)", where, *self.position)
+        return True
+
+    def model_file(self, vector: torch.Tensor, kind: str) -> dict:
+        model = copy.deepcopy(self.model)
+        vector_to_model(vector, model)
+        return {"kind": kind, "model_config": self.config["model"],
+                "data_config": self.config["data"], "input_dim": self.input_dim,
+                "num_pdfs": self.num_pdfs, "pipeline": self.pipeline.to_dict(),
+                "log_priors": torch.as_tensor(np.asarray(self.targets.log_priors), dtype=torch.float32),
+                "state_dict": {k: v.cpu() for k, v in model.state_dict().items()}}
+
+    def write_final_models(self) -> None:
+        if self.rank != 0:
+            return
+        checkpoint.save(self.model_file(self.rule.global_model, "global"),
+                        os.path.join(self.exp_dir, "final.pt"))
+        if self.ema is not None:
+            checkpoint.save(self.model_file(self.ema.average, "ema"),
+                            os.path.join(self.exp_dir, "ema.pt"))
+        prior = os.path.join(self.targets_dir, "prior.vec")
+        if os.path.isfile(prior):
+            shutil.copyfile(prior, os.path.join(self.exp_dir, "prior.vec"))
+        logger.info("wrote %s/final.pt%s", self.exp_dir, " and ema.pt" if self.ema else "")
+
+    def cleanup(self) -> None:
+        destroy_process_group()
+
+
+def run(config: dict, targets_dir: str, train_dir: str, dev_dir: str, exp_dir: str,
+        resume: bool) -> None:
+    trainer = Trainer(config, targets_dir, train_dir, dev_dir, exp_dir, resume)
+    try:
+        trainer.setup()
+        if resume and not trainer.load_checkpoint():
+            logger.info("--resume: no checkpoint in %s/checkpoints; starting from scratch", exp_dir)
+        trainer.train()
+    finally:
+        trainer.cleanup()

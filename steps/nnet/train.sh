@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Train a DNN or LSTM acoustic model with N synchronous workers (torchrun, one process each):
+# single / MA / BMUF synchronization every --block-size minibatches, optional EMA model.
+# Logic lives in `emasr train`; this script wires options and launches the workers.
+set -euo pipefail
+
+# Begin configuration section.
+cmd=run.pl      # job launcher for the torchrun job, e.g. "$cuda_cmd" from cmd.sh on a cluster
+nnet_config=    # YAML config, e.g. conf/nnet/dnn.yaml (defaults fill the rest)
+num_workers=1   # workers on this node (torchrun --nproc-per-node)
+strategy=       # single | ma | bmuf (default: the config's)
+block_size=     # tau: minibatches between syncs
+ema_decay=      # EMA decay per sync
+ema_half_life_frames=  # or: EMA half life in training frames
+epochs=
+set_opts=       # extra config overrides, space separated: "train.lr=0.2 model.hidden_dim=512"
+resume=false    # continue from the latest complete checkpoint
+trans_mdl=      # Kaldi final.mdl of the alignments (e.g. exp/tri3_ali/final.mdl): copied with its
+                # tree to <exp-dir> so steps/nnet/decode.sh finds the TransitionModel there
+torchrun_opts=  # passed to torchrun before the script, e.g. "--nnodes 2 --rdzv-backend c10d
+                # --rdzv-endpoint host:29400 --rdzv-id job1" for several nodes (replaces --standalone)
+# End configuration section.
+
+echo "$0 $*"
+. "$(dirname "$0")/../../utils/parse_options.sh"
+
+if [ $# -ne 4 ]; then
+  echo "Usage: $0 [options] <targets-dir> <train-data-dir> <dev-data-dir> <exp-dir>"
+  echo "e.g.: $0 --num-workers 4 --strategy bmuf --ema-decay 0.99 --nnet-config conf/nnet/dnn.yaml \\"
+  echo "        exp/dnn/targets data/train_fbank data/dev_fbank exp/dnn"
+  echo "Options: --nnet-config FILE --num-workers N --strategy single|ma|bmuf --block-size TAU"
+  echo "         --ema-decay A | --ema-half-life-frames F --epochs E --set-opts 'k=v ...'"
+  echo "         --resume true --trans-mdl ALI/final.mdl --torchrun-opts '...' --cmd CMD"
+  exit 1
+fi
+targets=$1; train_data=$2; dev_data=$3; dir=$4
+
+for f in "$targets/pdf.scp" "$targets/num_pdfs" "$targets/prior.vec" \
+         "$train_data/feats.scp" "$dev_data/feats.scp"; do
+  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+done
+if [ -n "$nnet_config" ] && [ ! -f "$nnet_config" ]; then
+  echo "$0: expected file $nnet_config to exist" >&2; exit 1
+fi
+if [ -n "$trans_mdl" ] && [ ! -f "$trans_mdl" ]; then
+  echo "$0: expected file $trans_mdl to exist" >&2; exit 1
+fi
+mkdir -p "$dir/log"
+if [ -n "$trans_mdl" ]; then
+  cp "$trans_mdl" "$dir/final.mdl"
+  [ -f "$(dirname "$trans_mdl")/tree" ] && cp "$(dirname "$trans_mdl")/tree" "$dir/tree"
+fi
+
+args=()
+[ -n "$nnet_config" ] && args+=(--config "$nnet_config")
+[ -n "$strategy" ] && args+=(--strategy "$strategy")
+[ -n "$block_size" ] && args+=(--block-size "$block_size")
+[ -n "$ema_decay" ] && args+=(--ema-decay "$ema_decay")
+[ -n "$ema_half_life_frames" ] && args+=(--ema-half-life-frames "$ema_half_life_frames")
+[ -n "$epochs" ] && args+=(--epochs "$epochs")
+for kv in $set_opts; do args+=(--set "$kv"); done
+[ "$resume" = true ] && args+=(--resume)
+
+launcher=(python -m torch.distributed.run)
+if [ -n "$torchrun_opts" ]; then
+  # shellcheck disable=SC2206
+  launcher+=($torchrun_opts --nproc-per-node "$num_workers")
+else
+  launcher+=(--standalone --nproc-per-node "$num_workers")
+fi
+# torchrun runs `emasr train` (via the module, so the venv's emasr is used) once per worker.
+launcher+=(--module emasr.cli train "${args[@]}" "$targets" "$train_data" "$dev_data" "$dir")
+
+echo "$0: training with $num_workers worker(s); log in $dir/log/train.log"
+$cmd "$dir/log/train.log" "${launcher[@]}"
+echo "$0: trained $dir/final.pt$( [ -f "$dir/ema.pt" ] && echo ' and ema.pt')"

@@ -1,0 +1,269 @@
+"""Network training end to end on a tiny synthetic problem: torchrun workers against an in-process
+simulation of the same algorithm, exact resume, bad input, and log-likelihoods for decoding."""
+import copy
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import kaldiio
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from click.testing import CliRunner
+
+from emasr.cli import main
+from emasr.nnet import checkpoint, config as configs
+from emasr.nnet.data import Source, TrainingData, shard, utterances_with_targets
+from emasr.nnet.flat import model_to_vector, vector_to_model
+from emasr.nnet.models import build_model
+from emasr.nnet.sync import ExponentialMovingAverage, make_rule
+from emasr.nnet.trainer import make_pipeline, open_targets, predict
+from conftest import REPO, run_script
+from nnet_synthetic import (DIM, NUM_PDFS, TINY_DNN, TINY_LSTM, make_corpus, make_problem,
+                            write_targets)
+
+CONSTANT_LR = ["train.schedule=constant"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread_per_worker(monkeypatch):
+    """One torch thread per worker: the results do not depend on it, and on a shared 2-core
+    machine oversubscribed OpenMP threads make training many times slower."""
+    monkeypatch.setenv("EMASR_NUM_THREADS", "1")
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def problem(tmp_path_factory):
+    return make_problem(str(tmp_path_factory.mktemp("nnet")))
+
+
+def train(problem, exp, overrides, resume=False):
+    targets, train_dir, dev_dir = problem
+    args = ["train", *[a for o in overrides for a in ("--set", o)]]
+    result = CliRunner().invoke(main, args + (["--resume"] if resume else []) +
+                                [targets, train_dir, dev_dir, str(exp)])
+    return result
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def train_sh(problem, exp, workers, overrides):
+    """steps/nnet/train.sh: torchrun --standalone with `workers` gloo processes, through run.pl."""
+    targets, train_dir, dev_dir = problem
+    return run_script([str(REPO / "steps" / "nnet" / "train.sh"), "--num-workers", str(workers),
+                       "--set-opts", " ".join(overrides), targets, train_dir, dev_dir, str(exp)])
+
+
+def simulate(problem, workers, overrides):
+    """The same algorithm in one process: N local models, tau local steps, mean, rule, EMA."""
+    targets_dir, train_dir, _ = problem
+    c = configs.resolve(None, overrides)
+    pipeline, targets = make_pipeline(c["features"]), open_targets(targets_dir)
+    source = Source(train_dir, targets_dir, pipeline, targets, pipeline.output_dim(DIM), NUM_PDFS)
+    utts = utterances_with_targets(train_dir, targets, targets_dir, "training")
+    torch.manual_seed(c["train"]["init_seed"])
+    initial = build_model(c["model"], source.input_dim, NUM_PDFS)
+    models = [copy.deepcopy(initial) for _ in range(workers)]
+    optimizers = [torch.optim.SGD(m.parameters(), lr=c["train"]["lr"],
+                                  momentum=c["train"]["momentum"]) for m in models]
+    data = [TrainingData(source, shard(utts, c["data"]["seed"], r, workers), c["data"],
+                         initial.sequence_model, r) for r in range(workers)]
+    s = c["sync"]
+    rule = make_rule(s["strategy"], workers, s["block_lr"], s["block_momentum"], s["nesterov"])
+    rule.start(model_to_vector(initial))
+    ema = ExponentialMovingAverage(s["ema_decay"])
+    tau = s["block_size"]
+    for epoch in range(c["train"]["epochs"]):
+        streams = [d.minibatches(epoch) for d in data]
+        while True:
+            blocks = [[b for _, b in zip(range(tau), stream)] for stream in streams]
+            if any(len(b) < tau for b in blocks):
+                break
+            for model, optimizer, block in zip(models, optimizers, blocks):
+                for x, y in block:
+                    optimizer.zero_grad()
+                    out = predict(model, x, c["data"])
+                    F.nll_loss(out.reshape(-1, NUM_PDFS), y.reshape(-1), ignore_index=-100).backward()
+                    optimizer.step()
+            restart = rule.step(torch.stack([model_to_vector(m) for m in models]).mean(0))
+            ema.update(rule.global_model)
+            for model in models:
+                vector_to_model(restart, model)
+    return rule.global_model, ema.average
+
+
+def saved_vector(path):
+    info = checkpoint.load(path)
+    model = build_model(info["model_config"], info["input_dim"], info["num_pdfs"])
+    model.load_state_dict(info["state_dict"])
+    return model_to_vector(model)
+
+
+@pytest.mark.parametrize("workers,extra", [
+    (2, TINY_DNN + ["sync.strategy=bmuf", "sync.nesterov=true", "sync.ema_decay=0.8"]),
+    pytest.param(4, TINY_DNN + ["sync.strategy=ma", "sync.ema_decay=0.5",
+                                "data.minibatch_frames=8"], marks=pytest.mark.slow),
+    pytest.param(2, TINY_LSTM + ["sync.strategy=bmuf", "sync.nesterov=false",
+                                 "sync.ema_decay=0.7"], marks=pytest.mark.slow),
+], ids=["2-dnn-bmuf-nesterov", "4-dnn-ma", "2-lstm-bmuf-classic"])
+def test_torchrun_workers_match_single_process_simulation(problem, tmp_path, workers, extra):
+    overrides = extra + CONSTANT_LR
+    result = train_sh(problem, tmp_path / "exp", workers, overrides)
+    log = tmp_path / "exp" / "log" / "train.log"
+    assert result.returncode == 0, result.stderr + (log.read_text()[-3000:] if log.exists() else "")
+    want_global, want_ema = simulate(problem, workers, overrides)
+    got_global = saved_vector(tmp_path / "exp" / "final.pt")
+    got_ema = saved_vector(tmp_path / "exp" / "ema.pt")
+    assert not torch.allclose(want_global, want_ema, atol=1e-3)   # the check can tell them apart
+    torch.testing.assert_close(got_global, want_global, rtol=0, atol=1e-5)
+    torch.testing.assert_close(got_ema, want_ema, rtol=0, atol=1e-5)
+    records = [json.loads(line) for line in open(tmp_path / "exp" / "metrics.jsonl")]
+    last = [r for r in records if r["type"] == "epoch"][-1]
+    # one float32 all-reduce per sync: the model vector plus 4 piggybacked numbers
+    assert last["bytes_reduced"] == last["syncs"] * (want_global.numel() + 4) * 4
+
+
+def state_dicts_equal(a, b):
+    sa, sb = checkpoint.load(a)["state_dict"], checkpoint.load(b)["state_dict"]
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+@pytest.mark.parametrize("tiny", [TINY_DNN, TINY_LSTM], ids=["dnn", "lstm"])
+def test_resume_is_exact(problem, tmp_path, tiny):
+    base = tiny + ["sync.strategy=single", "sync.ema_decay=0.9", "train.schedule=newbob",
+                   "train.newbob_threshold=0.5"]   # newbob halves: the LR state must resume too
+    assert train(problem, tmp_path / "a", base + ["train.epochs=2"]).exit_code == 0
+    first = train(problem, tmp_path / "b", base + ["train.epochs=1"])
+    assert first.exit_code == 0, first.output
+    second = train(problem, tmp_path / "b", base + ["train.epochs=2"], resume=True)
+    assert second.exit_code == 0, second.output
+    for name in ("final.pt", "ema.pt"):
+        assert state_dicts_equal(tmp_path / "a" / name, tmp_path / "b" / name), name
+    # mid-epoch: checkpoint every 3 blocks, drop everything after the first one, resume
+    mid = base + ["train.epochs=2", "train.checkpoint_every_blocks=3"]
+    assert train(problem, tmp_path / "c", mid).exit_code == 0
+    root = tmp_path / "c" / "checkpoints"
+    kept = "epoch000-block000003"
+    for d in os.listdir(root):
+        if d != kept:
+            for f in os.listdir(root / d):
+                os.unlink(root / d / f)
+            os.rmdir(root / d)
+    os.unlink(tmp_path / "c" / "final.pt")
+    assert train(problem, tmp_path / "c", mid, resume=True).exit_code == 0
+    assert state_dicts_equal(tmp_path / "a" / "final.pt", tmp_path / "c" / "final.pt")
+    assert state_dicts_equal(tmp_path / "a" / "ema.pt", tmp_path / "c" / "ema.pt")
+    # a different configuration must not resume
+    bad = train(problem, tmp_path / "b", base + ["train.epochs=3", "train.lr=0.5"], resume=True)
+    assert bad.exit_code != 0 and "train.lr: 0.05 -> 0.5" in bad.output
+
+
+def digest(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def test_bad_targets_fail_clearly_and_keep_checkpoints(problem, tmp_path):
+    targets, train_dir, dev_dir = problem
+    ok = train(problem, tmp_path / "exp", TINY_DNN + ["sync.strategy=single"])
+    assert ok.exit_code == 0, ok.output
+    ckpt = checkpoint.latest(str(tmp_path / "exp"))
+    before = {f: digest(os.path.join(ckpt, f)) for f in os.listdir(ckpt)}
+    final_before = digest(tmp_path / "exp" / "final.pt")
+    # the same targets, but one utterance has pdf id 7 while the model has 5 outputs
+    labels = {u: np.repeat(v, 3) for u, v in kaldiio.load_scp(os.path.join(targets, "pdf.scp")).items()}
+    victim = sorted(u for u in labels if u.startswith("train"))[5]
+    labels[victim][4] = 7
+    bad = write_targets(str(tmp_path), labels, name="bad")
+    args = ["train", *sum((["--set", o] for o in TINY_DNN + ["sync.strategy=single",
+                                                            "train.epochs=2"]), [])]
+    result = CliRunner().invoke(main, args + ["--resume", bad, train_dir, dev_dir,
+                                              str(tmp_path / "exp")])
+    assert result.exit_code != 0
+    assert f"{bad}/pdf.scp: utterance {victim} has pdf id 7, but the model has 5 outputs" \
+        in result.output
+    # targets for another pdf set cannot continue this model
+    other = write_targets(str(tmp_path), labels, num_pdfs=8, name="other")
+    result = CliRunner().invoke(main, args + ["--resume", other, train_dir, dev_dir,
+                                              str(tmp_path / "exp")])
+    assert result.exit_code != 0 and "cannot resume" in result.output and "8" in result.output
+    assert {f: digest(os.path.join(ckpt, f)) for f in os.listdir(ckpt)} == before
+    assert digest(tmp_path / "exp" / "final.pt") == final_before
+    assert checkpoint.latest(str(tmp_path / "exp")) == ckpt
+
+
+def test_feature_dimension_mismatch_is_an_error(problem, tmp_path):
+    result = train(problem, tmp_path / "exp", TINY_DNN + ["features.dim=7"])
+    assert result.exit_code != 0
+    assert "dimension 4" in result.output and "features.dim=7" in result.output
+
+
+def test_dev_set_without_targets_is_an_error(problem, tmp_path):
+    targets, train_dir, _ = problem
+    make_corpus(str(tmp_path), "orphan", 1, 2, seed=9)
+    result = CliRunner().invoke(main, ["train", targets, train_dir, str(tmp_path / "orphan"),
+                                       str(tmp_path / "exp")])
+    assert result.exit_code != 0
+    assert "dev set" in result.output and "has targets" in result.output
+
+
+def test_unreachable_peers_time_out_with_a_clear_error(problem, tmp_path):
+    targets, train_dir, dev_dir = problem
+    env = dict(os.environ, RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    result = subprocess.run([sys.executable, "-m", "emasr.cli", "train", "--set",
+                             "dist.timeout_s=2", targets, train_dir, dev_dir, str(tmp_path / "exp")],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode != 0
+    assert "worker 0 of 2 could not reach its peers at 127.0.0.1" in result.stderr
+    assert not os.path.exists(tmp_path / "exp" / "checkpoints")
+
+
+@pytest.mark.parametrize("tiny", [TINY_DNN, TINY_LSTM], ids=["dnn", "lstm"])
+def test_nnet_forward_writes_log_likelihoods(problem, tmp_path, tiny):
+    targets, _, dev_dir = problem
+    assert train(problem, tmp_path / "exp", tiny + ["sync.strategy=single",
+                                                    "sync.ema_decay=0.5"]).exit_code == 0
+    ark, scp = tmp_path / "ll.ark", tmp_path / "ll.scp"
+    result = CliRunner().invoke(main, ["nnet-forward", "--model", "ema", str(tmp_path / "exp"),
+                                       dev_dir, f"ark,scp:{ark},{scp}"])
+    assert result.exit_code == 0, result.output
+    loglikes = dict(kaldiio.load_scp(str(scp)))
+    pdfs = kaldiio.load_scp(os.path.join(targets, "pdf.scp"))
+    priors = checkpoint.load(tmp_path / "exp" / "ema.pt")["log_priors"].numpy()
+    assert sorted(loglikes) == sorted(u for u in pdfs.keys() if u.startswith("dev"))
+    for utt, mat in loglikes.items():
+        assert mat.shape == (len(pdfs[utt]), NUM_PDFS) and mat.dtype == np.float32
+        # adding the priors back gives posteriors that sum to one on every frame
+        np.testing.assert_allclose(np.exp(mat + priors).sum(1), 1.0, rtol=1e-5)
+    missing = CliRunner().invoke(main, ["nnet-forward", "--model", "final",
+                                        str(tmp_path / "nowhere"), dev_dir, f"ark:{ark}"])
+    assert missing.exit_code != 0
+
+
+@pytest.mark.parametrize("strategy", ["single", "ma", "bmuf"])
+@pytest.mark.parametrize("tiny,schedule", [
+    (TINY_DNN, ["train.epochs=4", "train.lr=0.1"]),
+    # the small LSTM needs more updates; Adam gets there in 10 short epochs
+    (TINY_LSTM, ["train.epochs=10", "train.optimizer=adam", "train.lr=0.01",
+                 "train.schedule=constant"]),
+], ids=["dnn", "lstm"])
+def test_every_strategy_learns(problem, tmp_path, tiny, schedule, strategy):
+    result = train(problem, tmp_path / "exp", tiny + schedule + [f"sync.strategy={strategy}",
+                                                                 "sync.ema_decay=0.5"])
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in open(tmp_path / "exp" / "metrics.jsonl")]
+    last = [r for r in records if r["type"] == "epoch"][-1]
+    # 5 classes, chance about 0.25; the synthetic problem is easy to learn
+    assert last["dev_acc"] > 0.6 and last["dev_acc_ema"] > 0.6, last
+    assert last["dev_loss"] < records[0]["loss"]

@@ -1,0 +1,119 @@
+"""Network training pieces without processes: config resolution, models, data sharding, shuffling
+and chunking, the LR schedule."""
+import numpy as np
+import pytest
+import torch
+
+from emasr.nnet import config as configs
+from emasr.nnet.data import IGNORE, make_chunks, shard, shuffled_batches
+from emasr.nnet.flat import model_to_vector, vector_to_model
+from emasr.nnet.models import build_model
+from emasr.nnet.schedule import LearningRateSchedule
+from conftest import REPO
+
+
+def test_config_layers_defaults_file_and_overrides(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("model:\n  type: lstm\n  hidden_size: 64\ntrain:\n  lr: 0.5\n")
+    c = configs.resolve(str(path), ["train.lr=0.25", "sync.ema_decay=0.99", "model.proj_size=16"])
+    assert c["model"] == {"type": "lstm", "num_layers": 3, "hidden_size": 64, "proj_size": 16,
+                          "dropout": 0.0}
+    assert c["train"]["lr"] == 0.25 and c["sync"]["ema_decay"] == 0.99
+    assert c["train"]["momentum"] == configs.DEFAULTS["train"]["momentum"]
+
+
+def test_config_rejects_unknown_keys_and_bad_values():
+    with pytest.raises(configs.ConfigError, match="train.lrr"):
+        configs.resolve(None, ["train.lrr=1"])
+    with pytest.raises(configs.ConfigError, match="sync.strategy"):
+        configs.resolve(None, ["sync.strategy=async"])
+    with pytest.raises(configs.ConfigError, match="not both"):
+        configs.resolve(None, ["sync.ema_decay=0.9", "sync.ema_half_life_frames=1000"])
+    with pytest.raises(configs.ConfigError, match="hidden_size"):   # an LSTM key on a DNN
+        configs.resolve(None, ["model.hidden_size=3"])
+
+
+def test_config_differences_ignore_resumable_keys():
+    a = configs.resolve(None, [])
+    b = configs.resolve(None, ["train.epochs=99", "train.lr=0.3"])
+    assert configs.differences(a, b) == ["train.lr: 0.1 -> 0.3"]
+
+
+@pytest.mark.parametrize("name", ["dnn", "lstm"])
+def test_shipped_configs_resolve(name):
+    c = configs.resolve(str(REPO / "conf" / "nnet" / f"{name}.yaml"))
+    assert c["model"]["type"] == name
+
+
+def test_models_output_log_posteriors():
+    dnn = build_model({"type": "dnn", "hidden_layers": 2, "hidden_dim": 8, "activation": "sigmoid",
+                       "norm": "layernorm", "dropout": 0.0}, 6, 5)
+    out = dnn(torch.randn(7, 6))
+    assert out.shape == (7, 5)
+    torch.testing.assert_close(out.exp().sum(-1), torch.ones(7))
+    lstm = build_model({"type": "lstm", "num_layers": 2, "hidden_size": 8, "proj_size": 4,
+                        "dropout": 0.0}, 6, 5)
+    assert lstm.lstm.proj_size == 4
+    out = lstm(torch.randn(3, 9, 6))
+    assert out.shape == (3, 9, 5)
+    torch.testing.assert_close(out.exp().sum(-1), torch.ones(3, 9))
+
+
+def test_lstm_is_unidirectional():
+    lstm = build_model({"type": "lstm", "num_layers": 2, "hidden_size": 8, "proj_size": 4,
+                        "dropout": 0.0}, 3, 2)
+    x = torch.randn(1, 10, 3)
+    y = x.clone()
+    y[0, 6:] += 5.0   # change the future only
+    torch.testing.assert_close(lstm(x)[0, :6], lstm(y)[0, :6])
+
+
+def test_flat_vector_round_trip_includes_batchnorm_statistics():
+    model = build_model({"type": "dnn", "hidden_layers": 1, "hidden_dim": 4, "activation": "relu",
+                         "norm": "batchnorm", "dropout": 0.0}, 3, 2)
+    vector = model_to_vector(model)
+    assert vector.numel() == sum(p.numel() for p in model.parameters()) + 2 * 4
+    vector_to_model(torch.arange(vector.numel(), dtype=torch.float32), model)
+    assert torch.equal(model_to_vector(model), torch.arange(vector.numel(), dtype=torch.float32))
+
+
+def test_shards_are_disjoint_cover_and_depend_on_seed():
+    utts = [f"u{i:03d}" for i in range(23)]
+    shards = [shard(utts, 5, r, 4) for r in range(4)]
+    assert sorted(sum(shards, [])) == utts
+    assert all(len(s) in (5, 6) for s in shards)
+    assert shard(utts, 5, 0, 4) == shards[0] and shard(utts, 6, 0, 4) != shards[0]
+
+
+def test_shuffled_batches_emit_every_example_once_with_bounded_buffer():
+    items = [(np.full((n, 1), i, np.float32), np.arange(n) + 100 * i) for i, n in
+             enumerate([7, 3, 12, 5, 9])]
+    batches = list(shuffled_batches(iter(items), 4, 10, np.random.default_rng(0)))
+    ys = np.concatenate([y for _, y in batches])
+    assert sorted(ys) == sorted(np.concatenate([y for _, y in items]))
+    assert all(len(y) == 4 for _, y in batches[:-1]) and 1 <= len(batches[-1][1]) <= 4
+    # x and y stay paired through the shuffle
+    assert all((x[:, 0] == y // 100).all() for x, y in batches)
+    again = list(shuffled_batches(iter(items), 4, 10, np.random.default_rng(0)))
+    assert all(np.array_equal(a[1], b[1]) for a, b in zip(batches, again))
+
+
+def test_chunks_map_outputs_to_labels_with_context_and_delay():
+    feats = np.arange(7, dtype=np.float32)[:, None]
+    labels = np.arange(7) + 10
+    x, y = make_chunks(feats, labels, chunk=3, left=2, delay=1)
+    assert x.shape == (3, 6, 1) and y.shape == (3, 3)
+    # chunk 1 covers frames 3..5; its window starts 2 frames earlier and ends 1 frame later
+    assert x[1, :, 0].tolist() == [1, 2, 3, 4, 5, 6]
+    # output position left + delay + m of chunk i sees frame i*3 + m + delay as its newest input
+    assert x[1, 2 + 1 + 0, 0] == 3 + 1
+    assert y.tolist() == [[10, 11, 12], [13, 14, 15], [16, IGNORE, IGNORE]]
+    assert x[0, :, 0].tolist() == [0, 0, 0, 1, 2, 3]    # left edge repeated
+    assert x[2, :, 0].tolist() == [4, 5, 6, 6, 6, 6]    # right edge repeated
+
+
+def test_newbob_halves_on_plateau_then_keeps_halving():
+    s = LearningRateSchedule("newbob", 0.8, factor=0.5, threshold=0.01)
+    assert [s.end_epoch(a) for a in [0.5, 0.6, 0.605, 0.7]] == [0.8, 0.8, 0.4, 0.2]
+    e = LearningRateSchedule("exponential", 1.0, factor=0.9)
+    assert e.end_epoch(0.0) == pytest.approx(0.9) and e.end_epoch(0.0) == pytest.approx(0.81)

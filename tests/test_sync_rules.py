@@ -1,0 +1,174 @@
+"""The sync rules' maths against hand-computed numbers and an independent numpy reference.
+
+Toy problem: each worker r minimizes a quadratic 0.5 * (w - c_r)^T A_r (w - c_r) with plain SGD, so
+its gradient sequence is known; the torch driver below uses the rule objects, the numpy reference
+writes the update formulas of DESIGN.md section 4 again from scratch.
+"""
+import numpy as np
+import pytest
+import torch
+
+from emasr.nnet.sync import (BlockMomentum, ExponentialMovingAverage, ModelAveraging, NoSync,
+                             decay_from_half_life, make_rule)
+
+
+def run_rule(rule, workers, w0, blocks, tau, lr, ema=None):
+    """Local SGD on each worker for tau steps, then rule.step(mean); returns W_g per block."""
+    rule.start(torch.tensor(w0, dtype=torch.float64))
+    restart = rule.global_model.clone()
+    trajectory, ema_trajectory = [], []
+    for _ in range(blocks):
+        locals_ = []
+        for a, c in workers:
+            w = restart.clone()
+            for _ in range(tau):
+                w = w - lr * (torch.tensor(a) @ (w - torch.tensor(c)))
+            locals_.append(w)
+        restart = rule.step(torch.stack(locals_).mean(0))
+        trajectory.append(rule.global_model.clone().numpy())
+        if ema is not None:
+            ema.update(rule.global_model)
+            ema_trajectory.append(ema.average.clone().numpy())
+    return np.array(trajectory), np.array(ema_trajectory)
+
+
+def numpy_reference(strategy, workers, w0, blocks, tau, lr, eta=0.0, zeta=1.0, nesterov=False,
+                    alpha=None):
+    w_g = np.array(w0, dtype=np.float64)
+    d = np.zeros_like(w_g)
+    start = w_g.copy()
+    w_ema = None
+    out, out_ema = [], []
+    for _ in range(blocks):
+        finals = []
+        for a, c in workers:
+            w = start.copy()
+            for _ in range(tau):
+                w = w - lr * a.dot(w - c)
+            finals.append(w)
+        w_bar = sum(finals) / len(finals)
+        if strategy == "ma":
+            w_g = w_bar
+            start = w_g
+        else:
+            g = w_bar - w_g
+            d = eta * d + zeta * g
+            w_g = w_g + d
+            start = w_g + eta * d if nesterov else w_g
+        out.append(w_g.copy())
+        if alpha is not None:
+            w_ema = w_g.copy() if w_ema is None else alpha * w_ema + (1 - alpha) * w_g
+            out_ema.append(w_ema.copy())
+    return np.array(out), np.array(out_ema)
+
+
+def toy_workers(n, dim=3, seed=0):
+    rng = np.random.default_rng(seed)
+    workers = []
+    for _ in range(n):
+        m = rng.normal(size=(dim, dim))
+        workers.append((m @ m.T / dim + np.eye(dim) * 0.5, rng.normal(size=dim)))
+    return workers
+
+
+def run_constant(rule, moves, blocks, ema=None):
+    """1-parameter workers whose local block moves w by a fixed amount (a known gradient sum)."""
+    rule.start(torch.zeros(1, dtype=torch.float64))
+    restart = rule.global_model.clone()
+    w_gs, emas = [], []
+    for _ in range(blocks):
+        restart = rule.step(torch.stack([restart + m for m in moves]).mean(0))
+        w_gs.append(float(rule.global_model))
+        if ema is not None:
+            ema.update(rule.global_model)
+            emas.append(float(ema.average))
+    return w_gs, emas
+
+
+def test_bmuf_classic_hand_computed():
+    # two workers moving +1 and +3 per block: G = 2 every block; D = 2, 3, 3.5; W_g = 2, 5, 8.5
+    ema = ExponentialMovingAverage(0.5)
+    w_g, emas = run_constant(BlockMomentum(0.5, 1.0, nesterov=False), [1.0, 3.0], 3, ema)
+    assert w_g == [2.0, 5.0, 8.5]
+    assert emas == [2.0, 3.5, 6.0]   # started at the first W_g, then 0.5*old + 0.5*new
+
+
+def test_bmuf_nesterov_hand_computed():
+    # restart from W_g + eta*D: 3 then 8; means 2, 5, 10; G = 2, 3, 4; D = 2, 4, 6; W_g = 2, 6, 12
+    w_g, _ = run_constant(BlockMomentum(0.5, 1.0, nesterov=True), [1.0, 3.0], 3)
+    assert w_g == [2.0, 6.0, 12.0]
+
+
+def test_ma_hand_computed():
+    w_g, _ = run_constant(ModelAveraging(), [1.0, 3.0], 3)
+    assert w_g == [2.0, 4.0, 6.0]
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_ma_matches_reference(n):
+    workers = toy_workers(n)
+    got, got_ema = run_rule(ModelAveraging(), workers, [1.0, -2.0, 0.5], 6, 3, 0.1,
+                            ExponentialMovingAverage(0.7))
+    want, want_ema = numpy_reference("ma", workers, [1.0, -2.0, 0.5], 6, 3, 0.1, alpha=0.7)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got_ema, want_ema, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+@pytest.mark.parametrize("n,zeta", [(2, 1.0), (4, 1.0), (4, 0.8)])
+def test_bmuf_matches_reference(n, zeta, nesterov):
+    workers = toy_workers(n, seed=n)
+    eta = 1 - 1 / n
+    rule = make_rule("bmuf", n, block_lr=zeta, nesterov=nesterov)
+    assert rule.eta == pytest.approx(eta)
+    got, got_ema = run_rule(rule, workers, [0.3, 0.2, -1.0], 8, 2, 0.05,
+                            ExponentialMovingAverage(0.9))
+    want, want_ema = numpy_reference("bmuf", workers, [0.3, 0.2, -1.0], 8, 2, 0.05, eta=eta,
+                                     zeta=zeta, nesterov=nesterov, alpha=0.9)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got_ema, want_ema, rtol=0, atol=1e-12)
+
+
+def test_bmuf_one_worker_no_momentum_is_local_sgd():
+    workers = toy_workers(1, seed=7)
+    a, c = workers[0]
+    got, _ = run_rule(BlockMomentum(0.0, 1.0, nesterov=True), workers, [1.0, 1.0, 1.0], 5, 4, 0.1)
+    w = np.ones(3)
+    for block in range(5):
+        for _ in range(4):
+            w = w - 0.1 * a.dot(w - c)
+        np.testing.assert_allclose(got[block], w, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("rule_factory", [NoSync, ModelAveraging,
+                                          lambda: BlockMomentum(0.75, 1.0, nesterov=True)])
+def test_ema_never_changes_the_global_trajectory(rule_factory):
+    workers = toy_workers(1 if rule_factory is NoSync else 4, seed=3)
+    without, _ = run_rule(rule_factory(), workers, [1.0, 2.0, 3.0], 6, 3, 0.1)
+    with_ema, emas = run_rule(rule_factory(), workers, [1.0, 2.0, 3.0], 6, 3, 0.1,
+                              ExponentialMovingAverage(0.95))
+    assert np.array_equal(without, with_ema)
+    assert not np.allclose(emas[-1], with_ema[-1])   # the EMA itself is a different model
+
+
+def test_single_rule_rejects_several_workers():
+    with pytest.raises(ValueError, match="single"):
+        make_rule("single", 2)
+
+
+def test_decay_from_half_life():
+    assert decay_from_half_life(1000, 1000) == pytest.approx(0.5)
+    alpha = decay_from_half_life(256 * 16 * 4, 1_000_000)
+    assert alpha ** (1_000_000 / (256 * 16 * 4)) == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        decay_from_half_life(100, 0)
+
+
+def test_rule_state_round_trip():
+    rule = BlockMomentum(0.5, 1.0)
+    rule.start(torch.zeros(2, dtype=torch.float64))
+    rule.step(torch.ones(2, dtype=torch.float64))
+    copy = BlockMomentum(0.5, 1.0)
+    copy.load_state_dict(rule.state_dict())
+    assert torch.equal(copy.step(torch.full((2,), 3.0, dtype=torch.float64)),
+                       rule.step(torch.full((2,), 3.0, dtype=torch.float64)))
