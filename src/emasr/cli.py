@@ -51,6 +51,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare-cer": ("emasr.score.compare:compare_cer_cli", "Bootstrap 95% interval of CER and P(B better than A)."),
     "best-wer": ("emasr.score.score_cli:best_wer_cli", "Lowest %WER line of compute-wer outputs on stdin (utils/best_wer.sh)."),
     # -- gmm --
+    "gmm-init-mono": ("emasr.gmm.mono:init_mono_cli", "Flat-start monophone model and tree (Kaldi's gmm-init-mono)."),
+    "gmm-align": ("emasr.gmm.align:gmm_align_cli", "Viterbi or equal alignment of a data dir into ali.JOB.gz (gmm-align-compiled)."),
+    "gmm-acc-stats-ali": ("emasr.gmm.accumulate:acc_stats_ali_cli", "GMM and transition stats from alignments (one job's .acc)."),
+    "gmm-est": ("emasr.gmm.estimate:gmm_est_cli", "Sum jobs' stats and re-estimate a GMM-HMM, with mixing up (gmm-est)."),
+    "acc-tree-stats": ("emasr.gmm.tree_stats:acc_tree_stats_cli", "Single-Gaussian stats per phonetic context from alignments (one job)."),
+    "sum-tree-stats": ("emasr.gmm.tree_stats:sum_tree_stats_cli", "Sum the tree statistics of several jobs."),
+    "cluster-phones": ("emasr.gmm.questions:cluster_phones_cli", "Tree questions by top-down clustering of phone sets, plus extra questions."),
+    "build-tree": ("emasr.gmm.build_tree:build_tree_cli", "Grow and cluster a phonetic decision tree; write a Kaldi tree file."),
+    "gmm-init-model": ("emasr.gmm.tri:init_model_cli", "Initialize a context-dependent model from a tree and tree stats."),
+    "convert-ali": ("emasr.gmm.tri:convert_ali_cli", "Convert alignments to a new model and tree (same topology)."),
+    "ali-boundary-error": ("emasr.gmm.boundary_error:boundary_error_cli", "Mean phone-boundary error of alignments against synthesizer timings."),
     "gmm-info": ("emasr.gmm.model_info:gmm_info_cli", "Numbers of phones, pdfs, transition ids and Gaussians of a Kaldi model."),
     "show-transitions": ("emasr.gmm.model_info:show_transitions_cli", "Transition states, ids and probabilities of a Kaldi model."),
     # -- ali (alignment ingestion, targets) --

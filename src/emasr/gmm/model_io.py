@@ -30,7 +30,8 @@ from emasr.gmm.transitions import (HmmState, Topology, TransitionTable, Transiti
 from emasr.io.atomic import atomic_write
 
 __all__ = ["KaldiModel", "KaldiFormatError", "read_model", "write_model", "read_tree",
-           "write_tree", "transition_to_pdf", "transition_table", "read_am_gmm_arrays"]
+           "write_tree", "tree_from_text", "transition_to_pdf", "transition_table",
+           "read_am_gmm_arrays"]
 
 
 @dataclass
@@ -235,7 +236,15 @@ def write_model(path: str | os.PathLike, model: KaldiModel, binary: bool = True)
 
 def read_tree(path: str | os.PathLike) -> kaldi_hmm_gmm.ContextDependency:
     """Read a Kaldi tree file (ContextDependency), binary or text."""
-    reader = KaldiReader.open(path)
+    return tree_from_reader(KaldiReader.open(path))
+
+
+def tree_from_text(text: str, name: str = "<tree text>") -> kaldi_hmm_gmm.ContextDependency:
+    """A ContextDependency from a Kaldi text tree (as emasr.gmm.build_tree writes it)."""
+    return tree_from_reader(KaldiReader(text.encode("utf-8"), name))
+
+
+def tree_from_reader(reader: KaldiReader) -> kaldi_hmm_gmm.ContextDependency:
     if reader.binary:
         payload = reader.data[reader.pos:]
         _check_tree_structure(KaldiReader(reader.data, reader.name))

@@ -1,0 +1,165 @@
+"""Maximum-likelihood statistics of a GMM-HMM from alignments (Kaldi's gmm-acc-stats-ali).
+
+For each frame aligned to transition id t with pdf p: the transition count of t, and for the GMM of
+p the Gaussian posteriors of the frame, their sum (occupancy), and the posterior-weighted sums of
+x and x^2 -- exactly Kaldi's AccumDiagGmm::AccumulateFromDiag, computed per pdf over all its frames
+at once. (kaldi-hmm-gmm's AccumAmDiagGmm cannot be filled from summed arrays -- get_acc returns a
+copy -- so the stats live in NumPy and emasr.gmm.estimate applies Kaldi's MLE update to them.)
+Each job writes its stats to ``N.JOB.acc`` (a NumPy archive); gmm-est sums the jobs' files.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import click
+import numpy as np
+
+from emasr.ali.alignments import iter_alignment_file
+from emasr.gmm.inputs import FeatureOptions, SkipCounter, check_dim, iter_features
+from emasr.gmm.model_io import read_model
+from emasr.io.atomic import atomic_write
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class GmmStats:
+    """Sufficient statistics of a model's GMMs and transitions, summable across jobs."""
+    transitions: np.ndarray  # [num_transition_ids + 1] float64 counts (entry 0 unused)
+    num_gauss: np.ndarray    # [num_pdfs] Gaussians per pdf (the layout of the arrays below)
+    occupancy: np.ndarray    # [total_gauss]
+    x: np.ndarray            # [total_gauss, dim] posterior-weighted sums of x
+    x2: np.ndarray           # [total_gauss, dim] posterior-weighted sums of x^2
+    log_like: float = 0.0
+    frames: float = 0.0
+
+    @classmethod
+    def zeros(cls, model) -> "GmmStats":
+        am = model.am_gmm
+        num_gauss = np.array([am.num_gauss_in_pdf(p) for p in range(am.num_pdfs)], dtype=np.int64)
+        total = int(num_gauss.sum())
+        return cls(np.zeros(model.transition_model.num_transition_ids + 1), num_gauss,
+                   np.zeros(total), np.zeros((total, am.dim)), np.zeros((total, am.dim)))
+
+    def offsets(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(self.num_gauss)])
+
+    def add(self, other: "GmmStats") -> None:
+        if not np.array_equal(self.num_gauss, other.num_gauss) or \
+                len(self.transitions) != len(other.transitions):
+            raise ValueError("cannot add statistics of differently shaped models")
+        self.transitions += other.transitions
+        self.occupancy += other.occupancy
+        self.x += other.x
+        self.x2 += other.x2
+        self.log_like += other.log_like
+        self.frames += other.frames
+
+    def pdf_occupancy(self) -> np.ndarray:
+        return np.add.reduceat(self.occupancy, self.offsets()[:-1]) if len(self.occupancy) else \
+            np.zeros(0)
+
+    def save(self, path: str) -> None:
+        with atomic_write(path, "wb", encoding=None) as f:
+            np.savez(f, transitions=self.transitions, num_gauss=self.num_gauss,
+                     occupancy=self.occupancy, x=self.x, x2=self.x2,
+                     totals=np.array([self.log_like, self.frames]))
+
+    @classmethod
+    def load(cls, path: str) -> "GmmStats":
+        try:
+            with np.load(path) as z:
+                return cls(z["transitions"], z["num_gauss"], z["occupancy"], z["x"], z["x2"],
+                           float(z["totals"][0]), float(z["totals"][1]))
+        except (OSError, KeyError, ValueError) as err:
+            raise ValueError(f"{path}: not a statistics file written by gmm-acc-stats-ali "
+                             f"({err})") from None
+
+    def gaussian_rows(self, pdf: int) -> slice:
+        offsets = self.offsets()
+        return slice(int(offsets[pdf]), int(offsets[pdf + 1]))
+
+
+def sum_stats(paths: list[str]) -> GmmStats:
+    total = GmmStats.load(paths[0])
+    for path in paths[1:]:
+        try:
+            total.add(GmmStats.load(path))
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
+    return total
+
+
+def accumulate_utterance(model, stats: GmmStats, feats: np.ndarray, pdfs: np.ndarray,
+                         tids: np.ndarray) -> float:
+    """Add one utterance's frames (feats [T, D], aligned pdfs and transition ids [T])."""
+    stats.transitions += np.bincount(tids, minlength=len(stats.transitions))
+    offsets = stats.offsets()
+    total_like = 0.0
+    order = np.argsort(pdfs, kind="stable")
+    boundaries = np.flatnonzero(np.diff(pdfs[order])) + 1
+    for frames in np.split(order, boundaries):
+        pdf = int(pdfs[frames[0]])
+        x = feats[frames]
+        # Per-Gaussian log-likelihoods including the log weights, as Kaldi's LogLikelihoods.
+        loglikes = np.asarray(model.am_gmm.get_pdf(pdf).log_likelihoods_matrix(x),
+                              dtype=np.float64)
+        frame_like = np.logaddexp.reduce(loglikes, axis=1)
+        posteriors = np.exp(loglikes - frame_like[:, None])
+        rows = slice(offsets[pdf], offsets[pdf + 1])
+        x64 = x.astype(np.float64)
+        stats.occupancy[rows] += posteriors.sum(axis=0)
+        stats.x[rows] += posteriors.T @ x64
+        stats.x2[rows] += posteriors.T @ np.square(x64)
+        total_like += float(frame_like.sum())
+    stats.log_like += total_like
+    stats.frames += len(pdfs)
+    return total_like
+
+
+def accumulate_alignments(model_path: str, data_dir: str, ali_path: str, options: FeatureOptions,
+                          max_skipped: float) -> GmmStats:
+    model = read_model(model_path)
+    tid2pdf = np.asarray(model.transition_model.id2pdf_id, dtype=np.int64)
+    stats = GmmStats.zeros(model)
+    alignments = dict(iter_alignment_file(ali_path))
+    counter = SkipCounter(f"gmm-acc-stats-ali {data_dir}", max_skipped)
+    for utt, feats, problem in iter_features(data_dir, options):
+        problem = problem or check_dim(feats, model.am_gmm.dim)
+        ali = alignments.get(utt)
+        if problem is None and ali is None:
+            problem = "no alignment"
+        if problem is None and len(ali) != len(feats):
+            problem = f"alignment has {len(ali)} frames, features {len(feats)}"
+        if problem is None and (ali.min() < 1 or ali.max() >= len(tid2pdf)):
+            problem = "transition ids outside the model"
+        if problem:
+            counter.skip(utt, problem)
+            continue
+        accumulate_utterance(model, stats, feats, tid2pdf[ali], ali.astype(np.int64))
+        counter.ok()
+    counter.check()
+    log.info("overall log-likelihood per frame is %.4f over %d frames",
+             stats.log_like / max(stats.frames, 1), stats.frames)
+    return stats
+
+
+@click.command("gmm-acc-stats-ali")
+@click.option("--cmvn-opts", default="", help="Kaldi's cmvn_opts, e.g. '--norm-vars=false'.")
+@click.option("--delta-order", type=int, default=2, show_default=True)
+@click.option("--max-skipped", type=float, default=0.1, show_default=True,
+              help="Fail when more than this fraction of utterances cannot be used.")
+@click.argument("model", type=click.Path(dir_okay=False, exists=True))
+@click.argument("data", type=click.Path(file_okay=False, exists=True))
+@click.argument("ali", type=click.Path(dir_okay=False, exists=True))
+@click.argument("stats_out", type=click.Path(dir_okay=False))
+def acc_stats_ali_cli(cmvn_opts, delta_order, max_skipped, model, data, ali, stats_out):
+    """Accumulate GMM and transition statistics for MODEL from the alignments ALI (ali.JOB.gz)
+    of the data dir DATA (features with CMVN and deltas), into STATS_OUT (one job's .acc)."""
+    options = FeatureOptions.parse(cmvn_opts, delta_order)
+    try:
+        stats = accumulate_alignments(model, data, ali, options, max_skipped)
+    except (ValueError, RuntimeError, FileNotFoundError) as err:
+        raise click.ClickException(str(err)) from None
+    stats.save(stats_out)

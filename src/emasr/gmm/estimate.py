@@ -1,0 +1,129 @@
+"""Maximum-likelihood re-estimation of a GMM-HMM from summed statistics (Kaldi's gmm-est).
+
+Transitions: Kaldi's own TransitionModel::MleUpdate. GMMs: Kaldi's MleDiagGmmUpdate rules
+(weights, means, floored variances, low-count Gaussians removed) applied to the NumPy stats, since
+kaldi-hmm-gmm's accumulator cannot take them. Mixing up
+(AmDiagGmm::SplitByCount) gives each pdf Gaussians in proportion to its occupancy to the power
+``power``, as gmm-est --mix-up does.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import click
+import numpy as np
+
+from emasr.gmm.accumulate import GmmStats, sum_stats
+from emasr.gmm.kaldi_io import KaldiWriter
+from emasr.gmm.model_io import KaldiModel, read_model, write_model
+from emasr.io.atomic import atomic_write
+from emasr.stack import kaldi_hmm_gmm
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MleOptions:
+    """Kaldi's MleDiagGmmOptions (defaults as in Kaldi)."""
+    min_gaussian_occupancy: float = 10.0
+    min_gaussian_weight: float = 1.0e-5
+    min_variance: float = 1.0e-3
+    remove_low_count_gaussians: bool = True
+
+
+def update_gmm(gmm, occupancy: np.ndarray, x: np.ndarray, x2: np.ndarray,
+               options: MleOptions) -> tuple[int, int]:
+    """Kaldi's MleDiagGmmUpdate of one DiagGmm in place: new weights, means and variances
+    (floored) for Gaussians with enough data; Gaussians without are removed (but never the last
+    one) or, when removal is off, keep their old parameters. Returns (removed, floored)."""
+    num_gauss = len(occupancy)
+    total = occupancy.sum()
+    weights = occupancy / total if total > 0 else np.full(num_gauss, 1.0 / num_gauss)
+    means = np.asarray(gmm.means, dtype=np.float64).copy()
+    variances = np.asarray(gmm.vars, dtype=np.float64).copy()
+    enough = (occupancy > options.min_gaussian_occupancy) & (weights > options.min_gaussian_weight)
+    safe = np.maximum(occupancy[enough], 1e-300)[:, None]
+    means[enough] = x[enough] / safe
+    new_vars = x2[enough] / safe - np.square(means[enough])
+    floored = int(np.sum(new_vars < options.min_variance))
+    variances[enough] = np.maximum(new_vars, options.min_variance)
+    keep = np.ones(num_gauss, dtype=bool)
+    if options.remove_low_count_gaussians:
+        for g in np.flatnonzero(~enough):
+            if keep.sum() > 1:
+                keep[g] = False
+    weights = weights[keep] / weights[keep].sum() if weights[keep].sum() > 0 else \
+        np.full(int(keep.sum()), 1.0 / keep.sum())
+    gmm.resize(int(keep.sum()), means.shape[1])
+    gmm.set_weights(weights.astype(np.float32))
+    gmm.set_invvars_and_means((1.0 / variances[keep]).astype(np.float32),
+                              means[keep].astype(np.float32))
+    gmm.compute_gconsts()
+    return num_gauss - int(keep.sum()), floored
+
+
+def update_model(model: KaldiModel, stats: GmmStats, options: MleOptions = MleOptions(),
+                 mix_up: int = 0, power: float = 0.2, perturb_factor: float = 0.01,
+                 min_count: float = 20.0) -> None:
+    """Update transitions and GMMs in place, then mix up to ``mix_up`` Gaussians (0: no)."""
+    objf, count = model.transition_model.mle_update(stats.transitions,
+                                                    kaldi_hmm_gmm.MleTransitionUpdateConfig())
+    log.info("transition update: %.5f log-like improvement per frame over %.0f frames",
+             objf / max(count, 1.0), count)
+    removed = floored = 0
+    for pdf in range(model.am_gmm.num_pdfs):
+        rows = stats.gaussian_rows(pdf)
+        r, f = update_gmm(model.am_gmm.get_pdf(pdf), stats.occupancy[rows], stats.x[rows],
+                          stats.x2[rows], options)
+        removed, floored = removed + r, floored + f
+    if removed or floored:
+        log.warning("GMM update: removed %d Gaussians with too little data; floored %d "
+                    "variance elements", removed, floored)
+    log.info("GMM update: overall avg like per frame = %.5f over %.0f frames",
+             stats.log_like / max(stats.frames, 1.0), stats.frames)
+    if mix_up > model.am_gmm.num_gauss:
+        model.am_gmm.split_by_count(stats.pdf_occupancy().astype(np.float32), mix_up,
+                                    perturb_factor, power, min_count)
+        log.info("mixed up to %d Gaussians", model.am_gmm.num_gauss)
+
+
+def write_occupancies(path: str, occs: np.ndarray) -> None:
+    """Per-pdf occupancies as a Kaldi text vector (final.occs)."""
+    writer = KaldiWriter(binary=False)
+    writer.write_float_vector(np.asarray(occs, dtype=np.float32))
+    with atomic_write(path, "wb") as f:
+        f.write(writer.getvalue())
+
+
+@click.command("gmm-est")
+@click.option("--min-gaussian-occupancy", type=float, default=10.0, show_default=True)
+@click.option("--mix-up", type=int, default=0, help="Increase the number of Gaussians to this.")
+@click.option("--power", type=float, default=0.2, show_default=True,
+              help="Allocate Gaussians to pdfs in proportion to occupancy to this power.")
+@click.option("--perturb-factor", type=float, default=0.01, show_default=True)
+@click.option("--min-count", type=float, default=20.0, show_default=True,
+              help="Minimum count per Gaussian when mixing up.")
+@click.option("--write-occs", type=click.Path(dir_okay=False), default=None,
+              help="Write the per-pdf occupancies here (e.g. N.occs).")
+@click.option("--binary/--text", default=True, show_default=True)
+@click.argument("model_in", type=click.Path(dir_okay=False, exists=True))
+@click.argument("model_out", type=click.Path(dir_okay=False))
+@click.argument("stats", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True))
+def gmm_est_cli(min_gaussian_occupancy, mix_up, power, perturb_factor, min_count, write_occs,
+                binary, model_in, model_out, stats):
+    """Re-estimate MODEL_IN from the STATS files of all jobs (summed) into MODEL_OUT."""
+    try:
+        model = read_model(model_in)
+        total = sum_stats(list(stats))
+        if len(total.num_gauss) != model.am_gmm.num_pdfs:
+            raise ValueError(f"the statistics have {len(total.num_gauss)} pdfs, {model_in} has "
+                             f"{model.am_gmm.num_pdfs}")
+        occs = total.pdf_occupancy()
+        update_model(model, total, MleOptions(min_gaussian_occupancy), mix_up, power,
+                     perturb_factor, min_count)
+    except ValueError as err:
+        raise click.ClickException(str(err)) from None
+    write_model(model_out, model, binary)
+    if write_occs:
+        write_occupancies(write_occs, occs)

@@ -1,0 +1,101 @@
+"""The GMMs' input: a data dir's features with per-speaker CMVN and deltas, as Kaldi's GMM steps
+read them (``apply-cmvn $cmvn_opts ... | add-deltas``), plus the bookkeeping of skipped utterances.
+
+``cmvn_opts`` is Kaldi's option string, stored in every GMM exp dir (``cmvn_opts``):
+``--norm-means=true|false --norm-vars=true|false`` (default: means only).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from emasr.feats.cmvn import CmvnError, apply_cmvn
+from emasr.feats.deltas import add_deltas
+from emasr.feats.reader import iter_feats_with_stats
+from emasr.io.table import read_table
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FeatureOptions:
+    norm_means: bool = True
+    norm_vars: bool = False
+    delta_order: int = 2
+
+    @classmethod
+    def parse(cls, cmvn_opts: str, delta_order: int = 2) -> "FeatureOptions":
+        values = {"--norm-means": True, "--norm-vars": False}
+        for word in cmvn_opts.split():
+            name, _, value = word.partition("=")
+            if name not in values or value not in ("true", "false"):
+                raise ValueError(f"unsupported cmvn option '{word}': expected "
+                                 "--norm-means=true|false or --norm-vars=true|false")
+            values[name] = value == "true"
+        return cls(values["--norm-means"], values["--norm-vars"], delta_order)
+
+
+def iter_features(data_dir: str, options: FeatureOptions, utts=None
+                  ) -> Iterator[tuple[str, np.ndarray | None, str | None]]:
+    """(utt, CMVN-normalised features with deltas, None) in feats.scp order, or
+    (utt, None, reason) for an utterance whose features cannot be normalised (wrong dimension)."""
+    cmvn = "speaker" if options.norm_means else "none"
+    for utt, feats, stats in iter_feats_with_stats(data_dir, cmvn, utts):
+        if stats is not None:
+            try:
+                feats = apply_cmvn(feats, stats, options.norm_vars)
+            except CmvnError as err:
+                yield utt, None, str(err)
+                continue
+        if options.delta_order > 0:
+            feats = add_deltas(feats, options.delta_order)
+        yield utt, np.ascontiguousarray(feats, dtype=np.float32), None
+
+
+def read_text(data_dir: str) -> dict[str, str]:
+    path = os.path.join(data_dir, "text")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"expected file {path} to exist")
+    return read_table(path)
+
+
+@dataclass
+class SkipCounter:
+    """Utterances a step could not use, each named in the log with the reason; the step fails
+    when more than ``max_fraction`` of its utterances were skipped."""
+    what: str
+    max_fraction: float
+    total: int = 0
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def ok(self) -> None:
+        self.total += 1
+
+    def skip(self, utt: str, reason: str) -> None:
+        self.total += 1
+        self.skipped[utt] = reason
+        log.warning("%s: skipping utterance %s: %s", self.what, utt, reason)
+
+    def check(self) -> None:
+        """Log the summary; raise when too many utterances were skipped."""
+        count = len(self.skipped)
+        log.info("%s: %d utterance(s) done, %d skipped", self.what, self.total - count, count)
+        if self.total == 0:
+            raise RuntimeError(f"{self.what}: no utterances to process")
+        if count > self.max_fraction * self.total:
+            raise RuntimeError(f"{self.what}: {count} of {self.total} utterances skipped, more "
+                               f"than the allowed fraction {self.max_fraction}; first: "
+                               f"{next(iter(self.skipped.items()))}")
+
+
+def check_dim(feats: np.ndarray, dim: int) -> str | None:
+    """The reason features do not fit a model of dimension ``dim``, or None."""
+    if feats.ndim != 2 or feats.shape[1] != dim:
+        return f"features have dimension {feats.shape[-1]}, the model expects {dim}"
+    if len(feats) == 0:
+        return "no frames"
+    return None

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Align a data dir with a GMM-HMM system (Kaldi's steps/align_si.sh): Viterbi alignment of each
+# utterance's transcript, beam 10 with a retry at beam 40, silence boosted as in training. Writes
+# an alignment dir in Kaldi's layout. The work is `emasr gmm-align`, one job per data split.
+set -euo pipefail
+
+# Begin configuration section.
+nj=4
+cmd=run.pl
+scale_opts="--transition-scale 1.0 --acoustic-scale 0.1 --self-loop-scale 0.1"  # as Kaldi's
+beam=10
+retry_beam=40
+careful=false
+boost_silence=1.0  # factor on the silence Gaussians' weights when aligning
+max_failed=0.1     # a job fails when more than this fraction of its utterances cannot be aligned
+# End configuration section.
+
+help_message="Usage: $0 [options] <data-dir> <lang-dir> <src-dir> <align-dir>
+e.g.: $0 data/train data/lang exp/tri1 exp/tri1_ali
+Writes <align-dir>/{ali.JOB.gz,num_jobs,final.mdl,tree,cmvn_opts,phones.txt} and
+<align-dir>/log/align.JOB.log (each names the utterances it could not align).
+Options:
+  --nj <nj>                  # number of parallel jobs (default $nj)
+  --cmd <run.pl|queue.pl ..> # how to run jobs (default $cmd)
+  --beam <beam>              # alignment beam (default $beam)
+  --retry-beam <beam>        # beam of the retry for failed utterances (default $retry_beam)
+  --boost-silence <factor>   # boost silence weights (default $boost_silence)
+  --scale-opts <opts>        # alignment scales (default: '$scale_opts')
+  --max-failed <fraction>    # allowed fraction of unaligned utterances per job (default $max_failed)"
+
+echo "$0 $*"
+utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
+. "$utils_dir/parse_options.sh"
+export PATH="$utils_dir:$PATH"
+
+if [ $# -ne 4 ]; then
+  printf '%s\n' "$help_message" >&2; exit 1
+fi
+data=$1; lang=$2; srcdir=$3; dir=$4
+
+for f in "$data/feats.scp" "$data/text" "$lang/L.fst" "$lang/words.txt" \
+         "$srcdir/final.mdl" "$srcdir/tree"; do
+  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+done
+cmvn_opts=$(cat "$srcdir/cmvn_opts" 2>/dev/null || true)
+delta_order=$(cat "$srcdir/delta_order" 2>/dev/null || echo 2)
+
+mkdir -p "$dir/log"
+echo "$nj" > "$dir/num_jobs"
+echo "$cmvn_opts" > "$dir/cmvn_opts"
+echo "$delta_order" > "$dir/delta_order"
+cp "$srcdir/tree" "$dir/tree"
+cp -L "$srcdir/final.mdl" "$dir/final.mdl"
+[ -f "$srcdir/final.occs" ] && cp -L "$srcdir/final.occs" "$dir/final.occs"
+cp "$lang/phones.txt" "$dir/phones.txt"
+split_data.sh "$data" "$nj"
+sdata=$data/split$nj
+extra=()
+[ "$careful" = true ] && extra+=(--careful)
+
+echo "$0: aligning data in $data using model from $srcdir, putting alignments in $dir"
+$cmd JOB=1:"$nj" "$dir/log/align.JOB.log" \
+  emasr gmm-align --cmvn-opts "$cmvn_opts" --delta-order "$delta_order" \
+    --beam "$beam" --retry-beam "$retry_beam" --boost-silence "$boost_silence" \
+    $scale_opts \
+    --max-failed "$max_failed" ${extra[@]+"${extra[@]}"} \
+    "$dir/final.mdl" "$dir/tree" "$lang" "$sdata/JOB" "$dir/ali.JOB.gz" \
+  || { echo "$0: alignment failed; see $dir/log/align.*.log" >&2; exit 1; }
+failed=$({ grep -h "skipping utterance" "$dir"/log/align.*.log || true; } | wc -l)
+echo "$0: done aligning data ($failed utterance(s) could not be aligned)"

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Triphone GMM-HMM training on delta features (Kaldi's steps/train_deltas.sh): tree statistics
+# from the alignments of a previous system, questions from clustering the phone sets plus the
+# dict's extra questions, a phonetic decision tree with up to num_leaves leaves, a model initialized
+# from the tree statistics, the old alignments converted to it, then num_iters passes of MLE
+# re-estimation with realignment on realign_iters and mixing up to totgauss Gaussians.
+# The work is `emasr acc-tree-stats`, `sum-tree-stats`, `cluster-phones`, `build-tree`,
+# `gmm-init-model`, `convert-ali`, `gmm-align`, `gmm-acc-stats-ali` and `gmm-est`.
+set -euo pipefail
+
+# Begin configuration section.
+num_leaves=2000    # target number of tree leaves (Kaldi's positional <num-leaves>)
+totgauss=20000     # target number of Gaussians (Kaldi's positional <tot-gauss>)
+cmd=run.pl
+scale_opts="--transition-scale 1.0 --acoustic-scale 0.1 --self-loop-scale 0.1"  # as Kaldi's
+nj=                # accepted for symmetry with the other steps: the jobs are the ali dir's splits
+num_iters=35
+max_iter_inc=25    # the number of Gaussians grows until this iteration
+realign_iters="10 20 30"
+beam=10
+retry_beam=40
+careful=false
+boost_silence=1.0
+power=0.25
+cluster_thresh=-1  # merge tree leaves while the loss is below this (-1: the split threshold)
+tree_thresh=300    # minimum log-likelihood gain of a tree split
+tree_min_count=50  # minimum frames on each side of a tree split
+max_failed=0.1     # a job fails when more than this fraction of its utterances cannot be used
+stage=-4
+# End configuration section.
+
+help_message="Usage: $0 [options] [<num-leaves> <tot-gauss>] <data-dir> <lang-dir> <ali-dir> <exp-dir>
+e.g.: $0 --num-leaves 2000 --totgauss 10000 data/train data/lang exp/mono_ali exp/tri1
+The number of jobs is the alignment dir's num_jobs; its cmvn_opts are used.
+Writes <exp-dir>/{final.mdl,final.occs,tree,questions.int,treeacc,num_jobs,cmvn_opts,phones.txt,
+ali.JOB.gz} and logs in <exp-dir>/log.
+Options:
+  --num-leaves <n>           # target number of tree leaves (default $num_leaves)
+  --totgauss <n>             # target number of Gaussians (default $totgauss)
+  --cmd <run.pl|queue.pl ..> # how to run jobs (default $cmd)
+  --num-iters <n>            # training iterations (default $num_iters)
+  --realign-iters <'i j ..'> # iterations with realignment (default '$realign_iters')
+  --boost-silence <factor>   # boost silence weights when aligning (default $boost_silence)
+  --scale-opts <opts>        # alignment scales (default: '$scale_opts')
+  --cluster-thresh <loss>    # leaf merging threshold (default $cluster_thresh)
+  --stage <stage>            # resume from this stage (default $stage)"
+
+echo "$0 $*"
+utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
+. "$utils_dir/parse_options.sh"
+export PATH="$utils_dir:$PATH"
+
+if [ $# -eq 6 ]; then  # Kaldi's calling form
+  num_leaves=$1; totgauss=$2; shift 2
+fi
+if [ $# -ne 4 ]; then
+  printf '%s\n' "$help_message" >&2; exit 1
+fi
+data=$1; lang=$2; alidir=$3; dir=$4
+
+for f in "$alidir/final.mdl" "$alidir/ali.1.gz" "$alidir/num_jobs" "$data/feats.scp" \
+         "$data/text" "$lang/phones/roots.int" "$lang/phones/sets.int" \
+         "$lang/phones/context_indep.csl" "$lang/topo" "$lang/L.fst"; do
+  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+done
+ali_nj=$(cat "$alidir/num_jobs")
+if [ -n "$nj" ] && [ "$nj" != "$ali_nj" ]; then
+  echo "$0: warning: --nj $nj ignored: using the $ali_nj jobs of $alidir (its alignment splits)" >&2
+fi
+nj=$ali_nj
+cmvn_opts=$(cat "$alidir/cmvn_opts" 2>/dev/null || true)
+delta_order=$(cat "$alidir/delta_order" 2>/dev/null || echo 2)
+
+mkdir -p "$dir/log"
+echo "$nj" > "$dir/num_jobs"
+echo "$cmvn_opts" > "$dir/cmvn_opts"
+echo "$delta_order" > "$dir/delta_order"
+cp "$lang/phones.txt" "$dir/phones.txt"
+split_data.sh "$data" "$nj"
+sdata=$data/split$nj
+feat_opts=(--cmvn-opts "$cmvn_opts" --delta-order "$delta_order")
+read -r -a align_opts <<< "$scale_opts"
+align_opts+=(--beam "$beam" --retry-beam "$retry_beam" --boost-silence "$boost_silence"
+            --max-failed "$max_failed")
+[ "$careful" = true ] && align_opts+=(--careful)
+extra_questions=()
+[ -s "$lang/phones/extra_questions.int" ] && \
+  extra_questions=(--extra-questions "$lang/phones/extra_questions.int")
+
+if [ "$stage" -le -3 ]; then
+  echo "$0: accumulating tree stats"
+  $cmd JOB=1:"$nj" "$dir/log/acc_tree.JOB.log" \
+    emasr acc-tree-stats "${feat_opts[@]}" --max-skipped "$max_failed" \
+      --ci-phones "$lang/phones/context_indep.csl" \
+      "$alidir/final.mdl" "$sdata/JOB" "$alidir/ali.JOB.gz" "$dir/JOB.treeacc"
+  $cmd "$dir/log/sum_tree_acc.log" \
+    emasr sum-tree-stats "$dir/treeacc" $(seq -f "$dir/%g.treeacc" 1 "$nj")
+  rm -f "$dir"/*.treeacc
+fi
+
+if [ "$stage" -le -2 ]; then
+  echo "$0: getting questions for tree-building, via clustering"
+  $cmd "$dir/log/questions.log" \
+    emasr cluster-phones ${extra_questions[@]+"${extra_questions[@]}"} \
+      "$lang/phones/sets.int" "$dir/questions.int" "$dir/treeacc"
+  echo "$0: building the tree"
+  $cmd "$dir/log/build_tree.log" \
+    emasr build-tree --max-leaves "$num_leaves" --thresh "$tree_thresh" \
+      --min-count "$tree_min_count" --cluster-thresh "$cluster_thresh" \
+      "$lang/phones/roots.int" "$dir/questions.int" "$lang/topo" "$dir/tree" "$dir/treeacc"
+  $cmd "$dir/log/init_model.log" \
+    emasr gmm-init-model --write-occs "$dir/1.occs" "$dir/tree" "$lang/topo" "$dir/1.mdl" \
+      "$dir/treeacc"
+fi
+numgauss=$(emasr gmm-info "$dir/1.mdl" | awk '/number of pdfs/ {print $NF}')
+incgauss=$(( (totgauss - numgauss) / max_iter_inc ))
+
+if [ "$stage" -le -1 ]; then
+  echo "$0: converting alignments from $alidir to use current tree"
+  $cmd JOB=1:"$nj" "$dir/log/convert.JOB.log" \
+    emasr convert-ali "$alidir/final.mdl" "$dir/1.mdl" "$dir/tree" \
+      "$alidir/ali.JOB.gz" "$dir/ali.JOB.gz"
+fi
+
+x=1
+while [ "$x" -lt "$num_iters" ]; do
+  echo "$0: training pass $x"
+  if [ "$stage" -le "$x" ]; then
+    if [[ " $realign_iters " == *" $x "* ]]; then
+      echo "$0: aligning data"
+      $cmd JOB=1:"$nj" "$dir/log/align.$x.JOB.log" \
+        emasr gmm-align "${feat_opts[@]}" "${align_opts[@]}" \
+          "$dir/$x.mdl" "$dir/tree" "$lang" "$sdata/JOB" "$dir/ali.JOB.gz"
+    fi
+    $cmd JOB=1:"$nj" "$dir/log/acc.$x.JOB.log" \
+      emasr gmm-acc-stats-ali "${feat_opts[@]}" --max-skipped "$max_failed" \
+        "$dir/$x.mdl" "$sdata/JOB" "$dir/ali.JOB.gz" "$dir/$x.JOB.acc"
+    $cmd "$dir/log/update.$x.log" \
+      emasr gmm-est --write-occs "$dir/$((x + 1)).occs" --mix-up "$numgauss" --power "$power" \
+        "$dir/$x.mdl" "$dir/$((x + 1)).mdl" $(seq -f "$dir/$x.%g.acc" 1 "$nj")
+    rm -f "$dir/$x.mdl" "$dir"/$x.*.acc "$dir/$x.occs"
+  fi
+  if [ "$x" -le "$max_iter_inc" ]; then
+    numgauss=$((numgauss + incgauss))
+  fi
+  x=$((x + 1))
+done
+
+ln -sf "$x.mdl" "$dir/final.mdl"
+ln -sf "$x.occs" "$dir/final.occs"
+leaves=$(emasr gmm-info "$dir/final.mdl" | awk '/number of pdfs/ {print $NF}')
+grep -h "avg like per frame" "$dir/log/update.$((x - 1)).log" | tail -n 1 | sed "s|^|$0: final |" || true
+echo "$0: done training the triphone system in $dir ($leaves pdfs)"

@@ -1,0 +1,52 @@
+"""Helpers of the GMM tests: the Kaldi yesno training data with 13-dim MFCC (Kaldi's yesno
+features, undithered) and CMVN, so that Kaldi's own model in the fixture can score it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import kaldi_native_fbank as knf
+import kaldiio
+
+from conftest import YESNO
+from emasr.feats.cmvn import cmvn_stats
+from emasr.feats.framing import extract_all_frames
+from emasr.feats.kaldi_options import mfcc_options, read_kaldi_config
+from emasr.feats.wav import read_wav_spec
+
+MONO = YESNO / "exp" / "mono"
+LANG = YESNO / "data" / "lang"
+
+
+def yesno_mfcc_feats(subset: str = "train_yesno", dither: float = 0.0) -> dict:
+    """13-dim MFCC of the yesno recordings; undithered by default (deterministic), Kaldi's
+    default dither 1.0 as its recipe computed them."""
+    options = mfcc_options(read_kaldi_config(YESNO / "conf" / "mfcc.conf"))
+    options.frame_opts.dither = dither
+    feats = {}
+    for line in (YESNO / "data" / subset / "wav.scp").read_text().splitlines():
+        utt, rel = line.split()
+        if utt.startswith("README"):  # the fixture's test set lists the corpus README files
+            continue
+        audio = read_wav_spec(str(YESNO / rel))
+        feats[utt] = extract_all_frames(knf.OnlineMfcc(options), audio.rate, audio.samples)
+    return feats
+
+
+def write_data_dir(data: Path, feats: dict, texts: dict[str, str]) -> Path:
+    """A one-speaker ("global") data dir with feats.scp, cmvn.scp, text, utt2spk, spk2utt."""
+    data.mkdir(parents=True, exist_ok=True)
+    kaldiio.save_ark(str(data / "feats.ark"), feats, scp=str(data / "feats.scp"))
+    dims = {f.shape[1] for f in feats.values()}
+    dim = min(dims, key=lambda d: -sum(f.shape[1] == d for f in feats.values()))
+    stats = sum(cmvn_stats(f) for f in feats.values() if f.shape[1] == dim)
+    kaldiio.save_ark(str(data / "cmvn.ark"), {"global": stats}, scp=str(data / "cmvn.scp"))
+    utts = sorted(feats)
+    (data / "text").write_text("".join(f"{u} {texts[u]}\n" for u in utts))
+    (data / "utt2spk").write_text("".join(f"{u} global\n" for u in utts))
+    (data / "spk2utt").write_text("global " + " ".join(utts) + "\n")
+    return data
+
+
+def yesno_texts(subset: str = "train_yesno") -> dict[str, str]:
+    lines = (YESNO / "data" / subset / "text").read_text().splitlines()
+    return dict(line.split(None, 1) for line in lines)

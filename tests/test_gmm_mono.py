@@ -1,0 +1,181 @@
+"""GMM-HMM pieces: statistics and their MLE update, flat start, alignment with bad input, on the
+real Kaldi yesno data and model."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from emasr.ali.alignments import iter_alignment_file
+from emasr.gmm.accumulate import GmmStats, accumulate_alignments, acc_stats_ali_cli
+from emasr.gmm.align import gmm_align_cli
+from emasr.gmm.estimate import MleOptions, gmm_est_cli, update_gmm
+from emasr.gmm.inputs import FeatureOptions
+from emasr.gmm.model_io import read_model, read_tree, transition_table, write_model, write_tree
+from emasr.gmm.mono import init_mono, single_gaussian
+from emasr.gmm.training_graphs import LangDir
+from gmm_helpers import LANG, MONO, write_data_dir, yesno_mfcc_feats, yesno_texts
+
+
+@pytest.fixture(scope="module")
+def feats():
+    return yesno_mfcc_feats()
+
+
+@pytest.fixture(scope="module")
+def yesno_data(feats, tmp_path_factory):
+    return write_data_dir(tmp_path_factory.mktemp("train"), feats, yesno_texts())
+
+
+def test_cmvn_opts():
+    assert FeatureOptions.parse("") == FeatureOptions(True, False, 2)
+    assert FeatureOptions.parse("--norm-means=true --norm-vars=true", 0) == \
+        FeatureOptions(True, True, 0)
+    with pytest.raises(ValueError, match="--norm-var=true"):
+        FeatureOptions.parse("--norm-var=true")
+
+
+def test_mle_update_of_one_gmm_matches_numpy():
+    rng = np.random.default_rng(0)
+    gmm = single_gaussian(np.zeros(3), np.ones(3))
+    gmm.split(3, 0.1)  # 3 components
+    x = rng.normal(size=(500, 3)) * [1.0, 2.0, 0.5] + [1.0, -1.0, 0.0]
+    post = rng.dirichlet([1.0, 1.0, 1.0], size=500)
+    post[:, 2] *= 0.001  # component 2 gets almost no data: removed
+    occ = post.sum(axis=0)
+    removed, _ = update_gmm(gmm, occ, post.T @ x, post.T @ np.square(x), MleOptions())
+    assert removed == 1 and gmm.num_gauss == 2
+    mean0 = post[:, 0] @ x / occ[0]
+    var0 = post[:, 0] @ np.square(x) / occ[0] - np.square(mean0)
+    np.testing.assert_allclose(np.asarray(gmm.means)[0], mean0, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(gmm.vars)[0], var0, rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(gmm.weights).ravel(), occ[:2] / occ[:2].sum(),
+                               rtol=1e-5)
+
+
+def test_stats_of_kaldis_alignments_and_their_sum_over_jobs(yesno_data, tmp_path):
+    stats = accumulate_alignments(str(MONO / "final.mdl"), str(yesno_data),
+                                  str(MONO / "ali.1.gz"), FeatureOptions(), 0.0)
+    assert stats.frames == 18996
+    assert stats.occupancy.sum() == pytest.approx(18996)
+    # Per-pdf occupancy is Kaldi's final.occs: the same alignments, the same frames per pdf.
+    occs = np.array((MONO / "final.occs").read_text().split()[1:-1], dtype=float)
+    np.testing.assert_allclose(stats.pdf_occupancy(), occs, rtol=1e-6)
+    # Kaldi's model scores its training data at -81.4 per frame (39-dim MFCC + deltas).
+    assert -82 < stats.log_like / stats.frames < -81
+    stats.save(tmp_path / "a.acc")
+    stats.save(tmp_path / "b.acc")
+    model_in = tmp_path / "in.mdl"
+    model_in.write_bytes((MONO / "final.mdl").read_bytes())
+    result = CliRunner().invoke(gmm_est_cli, ["--write-occs", str(tmp_path / "2.occs"),
+                                              str(model_in), str(tmp_path / "2.mdl"),
+                                              str(tmp_path / "a.acc"), str(tmp_path / "b.acc")])
+    assert result.exit_code == 0, result.output
+    occs2 = np.array((tmp_path / "2.occs").read_text().split()[1:-1], dtype=float)
+    np.testing.assert_allclose(occs2, 2 * occs, rtol=1e-6)
+    # One more EM step from Kaldi's own model on its own alignments cannot lower the likelihood.
+    again = accumulate_alignments(str(tmp_path / "2.mdl"), str(yesno_data),
+                                  str(MONO / "ali.1.gz"), FeatureOptions(), 0.0)
+    assert again.log_like >= stats.log_like - 1e-3 * abs(stats.log_like)
+
+
+def test_flat_start_and_equal_alignment(yesno_data, tmp_path):
+    lang = LangDir.load(LANG)
+    model, tree = init_mono(lang.topology, lang.phone_sets("sets.int"), np.zeros(39),
+                            np.ones(39))
+    assert tree.num_pdfs == 11 and model.am_gmm.num_gauss == 11
+    write_model(tmp_path / "0.mdl", model)
+    write_tree(tmp_path / "tree", tree)
+    result = CliRunner().invoke(gmm_align_cli, ["--equal", str(tmp_path / "0.mdl"),
+                                                str(tmp_path / "tree"), str(LANG),
+                                                str(yesno_data), str(tmp_path / "ali.1.gz")])
+    assert result.exit_code == 0, result.output
+    table = transition_table(read_model(tmp_path / "0.mdl"))
+    kaldi = dict(iter_alignment_file(MONO / "ali.1.gz"))
+    for utt, ali in iter_alignment_file(tmp_path / "ali.1.gz"):
+        assert len(ali) == len(kaldi[utt])
+        # the equal alignment has the transcript's words: as many Y/N phone instances
+        phones = table.id2phone[ali[table.phone_starts(ali)]].tolist()
+        words = yesno_texts()[utt].split()
+        assert [p for p in phones if p != 1] == [2 if w == "YES" else 3 for w in words]
+
+
+def test_bad_utterances_are_named_skipped_and_counted(feats, tmp_path, caplog):
+    texts = yesno_texts()
+    utts = sorted(feats)
+    bad = dict(feats)
+    texts = dict(texts)
+    texts[utts[0]] = "YES MAYBE NO"                    # a word missing from the lexicon
+    bad[utts[1]] = feats[utts[1]][:5]                  # 5 frames for 8 words
+    bad[utts[2]] = np.zeros((300, 20), np.float32)     # features of the wrong dimension
+    data = write_data_dir(tmp_path / "bad", bad, texts)
+    args = [str(MONO / "final.mdl"), str(MONO / "tree"), str(LANG), str(data)]
+    with caplog.at_level(logging.WARNING):
+        result = CliRunner().invoke(gmm_align_cli, ["--max-failed", "0.2", *args,
+                                                    str(tmp_path / "ali.1.gz")])
+    assert result.exit_code == 0, result.output
+    aligned = dict(iter_alignment_file(tmp_path / "ali.1.gz"))
+    assert len(aligned) == 28 and not set(utts[:3]) & set(aligned)
+    log = caplog.text
+    assert f"skipping utterance {utts[0]}: word(s) not in" in log and "MAYBE" in log
+    assert f"skipping utterance {utts[1]}: no alignment" in log
+    assert f"skipping utterance {utts[2]}:" in log and "20" in log
+    # Past the stated fraction the job fails and writes nothing.
+    result = CliRunner().invoke(gmm_align_cli, ["--max-failed", "0.05", *args,
+                                                str(tmp_path / "ali.2.gz")])
+    assert result.exit_code != 0 and "3 of 31 utterances skipped" in result.output
+    assert not (tmp_path / "ali.2.gz").exists()
+    # The accumulator skips the unaligned ones as well.
+    result = CliRunner().invoke(acc_stats_ali_cli, ["--max-skipped", "0.2",
+                                                    str(MONO / "final.mdl"), str(data),
+                                                    str(tmp_path / "ali.1.gz"),
+                                                    str(tmp_path / "x.acc")])
+    assert result.exit_code == 0, result.output
+    assert GmmStats.load(str(tmp_path / "x.acc")).frames == sum(len(a) for a in aligned.values())
+
+
+def test_kaldi_tree_and_model_realign_as_kaldi(yesno_data, tmp_path):
+    # Our aligner with Kaldi's model and tree reproduces Kaldi's alignment (dither aside).
+    result = CliRunner().invoke(gmm_align_cli, [str(MONO / "final.mdl"), str(MONO / "tree"),
+                                                str(LANG), str(yesno_data),
+                                                str(tmp_path / "ali.1.gz")])
+    assert result.exit_code == 0, result.output
+    tid2pdf = np.asarray(read_model(MONO / "final.mdl").transition_model.id2pdf_id)
+    kaldi = dict(iter_alignment_file(MONO / "ali.1.gz"))
+    ours = dict(iter_alignment_file(tmp_path / "ali.1.gz"))
+    agree = sum(np.sum(tid2pdf[ours[u]] == tid2pdf[kaldi[u]]) for u in kaldi)
+    assert agree / sum(len(a) for a in kaldi.values()) > 0.99
+    assert read_tree(MONO / "tree").num_pdfs == 11
+
+
+def test_boundary_error_against_known_timings(tmp_path):
+    import json
+
+    from emasr.gmm.boundary_error import boundary_error_cli
+    from emasr.gmm.transitions import load_transition_table
+
+    (tmp_path / "final.mdl").write_bytes((MONO / "final.mdl").read_bytes())
+    (tmp_path / "ali.1.gz").write_bytes((MONO / "ali.1.gz").read_bytes())
+    table = load_transition_table(MONO / "final.mdl")
+    names = {1: "SIL", 2: "Y", 3: "N"}
+    records = []
+    for utt, ali in iter_alignment_file(MONO / "ali.1.gz"):
+        starts = np.flatnonzero(table.phone_starts(ali))
+        ends = np.append(starts[1:], len(ali))
+        # The "synthesizer" puts every boundary 20 ms (160 samples at 8 kHz) later.
+        phones = [[names[int(table.id2phone[ali[s]])], int(s) * 80 + 160, int(e) * 80 + 160]
+                  for s, e in zip(starts, ends)]
+        if utt.startswith("0_0"):
+            phones = phones[:-2]  # a different phone sequence: left out
+        records.append({"utt": utt, "sample_rate": 8000, "phones": phones})
+    (tmp_path / "timings.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = CliRunner().invoke(boundary_error_cli, [
+        "--silence", "SIL", str(tmp_path), str(LANG / "phones.txt"),
+        str(tmp_path / "timings.jsonl")])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    left_out = sum(r["utt"].startswith("0_0") for r in records)
+    assert lines[0] == f"utterances compared {31 - left_out}, left out {left_out}"
+    assert "mean boundary error 20.0 ms, median 20.0 ms" in lines[2]
