@@ -71,6 +71,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("emasr.nnet.train_command:train_cli", "Train a network (one worker; torchrun runs N)."),
     "nnet-forward": ("emasr.nnet.forward:nnet_forward_cli", "Network log-likelihoods for decoding."),
     # -- report --
+    "report": ("emasr.report.command:report_cli", "RESULTS.md with the paper's table, intervals and plots from exp dirs."),
 }
 
 

@@ -1,0 +1,382 @@
+#!/usr/bin/env bash
+# The paper's experiment end to end on a simulated AISHELL-1 corpus (Tian et al. 2017: BMUF and the
+# EMA of the synchronized model): corpus -> data -> lang and LM -> features -> mono -> tri ->
+# GMM baselines -> network targets -> DNN and LSTM under each strategy and seed -> decoding of the
+# global and the EMA model -> RESULTS.md with the table, the intervals and the plots.
+#
+# Stages 0-7 leave a done marker in exp/done/ when they finish (written last) and are skipped when
+# it exists; a training run (stage 8) or decode dir (stage 9) has its own marker (<dir>/.done), so
+# adding seeds or strategies later only runs what is new. An interrupted training run resumes from
+# its last checkpoint. Delete a marker to redo its stage. Any failed step stops the recipe and the
+# message above the failure names the log to read.
+set -eEuo pipefail   # -E: the ERR trap below also sees failures inside functions
+
+# Begin configuration section.
+stage=0
+stop_stage=10
+profile=small       # tiny (CI, minutes) | small (the default run, 2 cores) | large (GPU cluster)
+corpus_dir=corpus   # the AISHELL-1 tree (data_aishell/, resource_aishell/); stage 0 simulates it
+simulate=true       # false: the corpus exists already and stage 0 only checks it
+corpus_seed=1       # seed of the simulation
+lm_text=            # unsegmented LM text, file or dir of *.txt (default: <corpus-dir>/lm_text)
+nj=                 # parallel jobs for features, GMMs and decoding (default: per profile)
+num_workers=        # training workers of ma/bmuf runs; single runs use 1 (default: per profile)
+archs="dnn lstm"
+strategies="single ma ma+ema bmuf bmuf+ema"
+seeds=              # network seeds, e.g. "1 2 3" (default: per profile)
+lrs=                # learning-rate grid, tuned per strategy on dev frame accuracy (default: the
+                    # config's lr, no grid), e.g. "0.05 0.1 0.2"
+epochs=             # network epochs (default: per profile)
+block_size=         # tau: minibatches between syncs (default: per profile)
+ema_half_life_frames=  # EMA half life in training frames (default: per profile)
+nnet_opts=          # extra config overrides for every network, e.g. "model.dropout=0.1"
+mono_totgauss=      # GMM sizes (default: per profile)
+num_leaves=
+tri_totgauss=
+gmm_decode_opts=    # steps/decode.sh beams (default: per profile; Kaldi's 13/8 on large)
+nnet_decode_opts=   # steps/nnet/decode.sh beams and --acwt (default: per profile)
+scoring_opts=       # local/score.sh: LM weights and insertion penalties (default: per profile)
+results=RESULTS.md  # the report (plots go to plots/ beside it)
+workdir=            # where data/ exp/ and the recipe links are (default: this script's directory;
+                    # egs/aishell/run.sh runs these stages in its own directory)
+# End configuration section.
+
+help_message="Usage: $0 [options]
+The paper's experiment on a simulated AISHELL-1 corpus, in stages (see the top of this script):
+  0 simulate corpus   1 data prep      2 dict, lang, LM, lang_test   3 features and CMVN
+  4 monophone         5 triphone and alignments   6 graphs and GMM decoding   7 network targets
+  8 network training (arch x strategy x seed)   9 network decoding (global and EMA model)
+  10 report (RESULTS.md and plots/)
+Options:
+  --stage N --stop-stage M      run stages N..M (default $stage..$stop_stage)
+  --profile tiny|small|large    corpus size and model sizes (default $profile)
+  --nj N                        parallel jobs (tiny/small: 2, large: 16)
+  --num-workers N               workers of the MA and BMUF runs (tiny/small: 2, large: 8)
+  --archs 'dnn lstm'            network architectures
+  --strategies '$strategies'
+                                single = 1 worker; X+ema decodes the EMA of run X (no extra training)
+  --seeds '1 2 3'               seeds of every network run (default 1)
+  --lrs '0.05 0.1 0.2'          learning-rate grid, the best on dev frame accuracy is reported
+  --epochs N --block-size TAU --ema-half-life-frames F --nnet-opts 'key=value ...'
+  --corpus-dir DIR --simulate true|false --lm-text FILE   use an existing corpus
+  --gmm-decode-opts '--beam 11 --lattice-beam 5'  --nnet-decode-opts '...'
+  --scoring-opts '--min-lmwt 7 --max-lmwt 17 --word-ins-penalty 0.0,0.5,1.0'
+  --results FILE                report file (default $results)
+  --workdir DIR                 run in DIR (needs conf/ steps/ utils/ local/ cmd.sh path.sh there)
+Jobs run through cmd.sh (run.pl here; queue.pl or slurm.pl on a cluster)."
+
+start_command="$0 $*"
+defaults="$corpus_dir|$lm_text|$results"
+. "$(dirname "$0")/utils/parse_options.sh"
+if [ $# -ne 0 ]; then
+  printf '%b\n' "$help_message" >&2
+  exit 1
+fi
+# Paths given on the command line are relative to where the recipe was started; the recipe itself
+# runs in its own directory (conf/, steps/, data/, exp/ are relative to it).
+absolute() { case "$1" in /*|"") echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+IFS='|' read -r default_corpus default_lm default_results <<< "$defaults"
+[ "$corpus_dir" = "$default_corpus" ] || corpus_dir=$(absolute "$corpus_dir")
+[ "$lm_text" = "$default_lm" ] || lm_text=$(absolute "$lm_text")
+[ "$results" = "$default_results" ] || results=$(absolute "$results")
+cd "${workdir:-$(dirname "$0")}"
+. ./cmd.sh
+. ./path.sh
+
+log() {
+  # log "message": time, the calling file, line and function, then the message (icefall's style)
+  local fname=${BASH_SOURCE[1]##*/}
+  echo -e "$(date '+%Y-%m-%d %H:%M:%S') (${fname}:${BASH_LINENO[0]}:${FUNCNAME[1]:-main}) $*"
+}
+current_command=
+trap 'rc=$?; log "FAILED (exit $rc): ${current_command:-$BASH_COMMAND}; the log to read is named above"' ERR
+
+# -- profile defaults (an option given on the command line wins) ---------------------------------
+case "$profile" in
+  tiny)
+    : "${nj:=2}" "${num_workers:=2}" "${seeds:=1}" "${epochs:=2}" "${block_size:=4}"
+    : "${ema_half_life_frames:=1500}" "${mono_totgauss:=300}" "${num_leaves:=200}"
+    : "${tri_totgauss:=1200}"
+    mono_opts="--num-iters 20"
+    targets_opts="--max-lost 0.05"   # 72 utterances: one unaligned is already 1.4%
+    : "${gmm_decode_opts:=--beam 9 --lattice-beam 3}" "${nnet_decode_opts:=--beam 8 --lattice-beam 3}"
+    : "${scoring_opts:=--min-lmwt 7 --max-lmwt 15 --word-ins-penalty 0.0,0.5}"
+    dnn_opts="model.hidden_layers=2 model.hidden_dim=128 data.minibatch_frames=128"
+    lstm_opts="model.num_layers=1 model.hidden_size=128 model.proj_size=64 data.chunks_per_minibatch=8"
+    ;;
+  small)
+    : "${nj:=2}" "${num_workers:=2}" "${seeds:=1}" "${epochs:=6}" "${block_size:=16}"
+    : "${ema_half_life_frames:=90000}" "${mono_totgauss:=1000}" "${num_leaves:=1200}"
+    : "${tri_totgauss:=10000}"
+    mono_opts=
+    targets_opts=
+    : "${gmm_decode_opts:=--beam 11 --lattice-beam 5}" "${nnet_decode_opts:=--beam 11 --lattice-beam 5}"
+    : "${scoring_opts:=--min-lmwt 7 --max-lmwt 17 --word-ins-penalty 0.0,0.5}"
+    dnn_opts="model.hidden_layers=4 model.hidden_dim=512"
+    lstm_opts="model.num_layers=2 model.hidden_size=384 model.proj_size=128"
+    ;;
+  large)
+    : "${nj:=16}" "${num_workers:=8}" "${seeds:=1}" "${epochs:=10}" "${block_size:=16}"
+    : "${ema_half_life_frames:=1000000}" "${mono_totgauss:=2000}" "${num_leaves:=3000}"
+    : "${tri_totgauss:=40000}"
+    mono_opts=
+    targets_opts=
+    : "${gmm_decode_opts:=--beam 13 --lattice-beam 8}" "${nnet_decode_opts:=--beam 13 --lattice-beam 8}"
+    : "${scoring_opts:=--min-lmwt 7 --max-lmwt 17 --word-ins-penalty 0.0,0.5,1.0}"
+    dnn_opts=         # conf/nnet/dnn.yaml as it is (6 x 1024)
+    lstm_opts=        # conf/nnet/lstm.yaml as it is (3 x 1024, projection 256)
+    ;;
+  *) echo "$0: --profile must be tiny, small or large, not '$profile'" >&2; exit 1 ;;
+esac
+: "${lm_text:=$corpus_dir/lm_text}"
+sets="train dev test"
+gmm_lang=data/lang_test
+nnet_graph=exp/tri1/graph      # the networks share the triphone system's tree, pdfs and HCLG
+nnet_trans_mdl=exp/tri1/final.mdl
+
+# -- stage bookkeeping ---------------------------------------------------------------------------
+begin_stage() {
+  # begin_stage N "what": false (skip) when stage N's done marker exists
+  local marker=exp/done/stage$1
+  if [ -f "$marker" ]; then
+    log "stage $1 ($2): done already ($marker: $(cat "$marker")); skipped"
+    return 1
+  fi
+  log "stage $1: $2"
+  stage_start=$(date +%s)
+}
+
+end_stage() {
+  # end_stage N: the done marker (seconds taken and date), written last and atomically
+  mkdir -p exp/done
+  echo "$(( $(date +%s) - stage_start )) s, finished $(date -u '+%Y-%m-%dT%H:%M:%SZ')" \
+    > "exp/done/stage$1.tmp"
+  mv "exp/done/stage$1.tmp" "exp/done/stage$1"
+  log "stage $1 done in $(( $(date +%s) - stage_start )) s"
+}
+
+run() {
+  # run CMD...: log the command, then run it (set -e stops the recipe when it fails)
+  current_command="$*"
+  log "running: $*"
+  "$@"
+  current_command=
+}
+
+base_strategies() {
+  # the training runs behind the strategies: "ma ma+ema" -> "ma" (one run serves both rows)
+  local s out=""
+  for s in $strategies; do
+    s=${s%+ema}
+    case " $out " in *" $s "*) ;; *) out="$out $s" ;; esac
+  done
+  echo $out
+}
+
+wants_ema() {
+  case " $strategies " in *" $1+ema "*) return 0 ;; *) return 1 ;; esac
+}
+
+nnet_dirs() {
+  # every network exp dir the options ask for: exp/nnet/<arch>_<strategy>_s<seed>[_lr<lr>]
+  local arch base seed lr
+  for arch in $archs; do
+    for base in $(base_strategies); do
+      for seed in $seeds; do
+        for lr in ${lrs:-default}; do
+          if [ "$lr" = default ]; then
+            echo "exp/nnet/${arch}_${base}_s${seed}"
+          else
+            echo "exp/nnet/${arch}_${base}_s${seed}_lr$lr"
+          fi
+        done
+      done
+    done
+  done
+}
+
+stage_times() {
+  # "0: 12 s, 1: 3 s, ... (stages 0-7 total N s)" from the done markers
+  local f n total=0 out=""
+  for n in 0 1 2 3 4 5 6 7; do
+    f=exp/done/stage$n
+    if [ -f "$f" ]; then
+      out="$out${out:+, }$n: $(cut -d' ' -f1 "$f") s"
+      total=$((total + $(cut -d' ' -f1 "$f")))
+    fi
+  done
+  echo "${out:-none} (stages 0-7 total $total s)"
+}
+
+stage_on() {
+  [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]
+}
+
+log "$start_command (profile $profile: nj $nj, $num_workers workers, seeds '$seeds', epochs $epochs)"
+
+if stage_on 0 && begin_stage 0 "corpus in $corpus_dir"; then
+  if [ "$simulate" = true ]; then
+    mkdir -p exp/simulate/log
+    run $train_cmd exp/simulate/log/simulate.log \
+      python local/simulate_corpus.py --profile "$profile" --out "$corpus_dir" --nj "$nj" \
+        --seed "$corpus_seed"
+  fi
+  for f in data_aishell/transcript/aishell_transcript_v0.8.txt resource_aishell/lexicon.txt; do
+    [ -f "$corpus_dir/$f" ] || { log "expected file $corpus_dir/$f to exist"; exit 1; }
+  done
+  for x in $sets; do
+    [ -d "$corpus_dir/data_aishell/wav/$x" ] || \
+      { log "expected directory $corpus_dir/data_aishell/wav/$x to exist"; exit 1; }
+  done
+  [ -e "$lm_text" ] || { log "expected the LM text $lm_text to exist (--lm-text)"; exit 1; }
+  end_stage 0
+fi
+
+if stage_on 1 && begin_stage 1 "data prep: data/{train,dev,test}"; then
+  run local/aishell_data_prep.sh "$corpus_dir/data_aishell/wav" "$corpus_dir/data_aishell/transcript"
+  end_stage 1
+fi
+
+if stage_on 2 && begin_stage 2 "dict, LM, lang, lang_test"; then
+  run local/aishell_prepare_dict.sh --text data/train/text "$corpus_dir/resource_aishell"
+  # the LM adds its new words (with pypinyin pronunciations) to the dict: prepare_lang comes after
+  run local/train_lms.sh "$lm_text" data/local/dict data/dev/text data/local/lm
+  run utils/prepare_lang.sh data/local/dict "<UNK>" data/local/lang data/lang
+  run utils/format_lm.sh data/lang data/local/lm/3gram.arpa.gz data/local/dict/lexicon.txt \
+    "$gmm_lang"
+  end_stage 2
+fi
+
+if stage_on 3 && begin_stage 3 "features: MFCC+pitch (GMMs) and fbank (networks), CMVN"; then
+  for x in $sets; do
+    run utils/copy_data_dir.sh "data/$x" "data/${x}_fbank"
+    run steps/make_mfcc_pitch.sh --cmd "$train_cmd" --nj "$nj" "data/$x" "exp/make_mfcc/$x" mfcc
+    run steps/compute_cmvn_stats.sh "data/$x" "exp/make_mfcc/$x" mfcc
+    run utils/fix_data_dir.sh "data/$x"
+    run steps/make_fbank.sh --cmd "$train_cmd" --nj "$nj" "data/${x}_fbank" "exp/make_fbank/$x" fbank
+    run steps/compute_cmvn_stats.sh "data/${x}_fbank" "exp/make_fbank/$x" fbank
+    run utils/fix_data_dir.sh "data/${x}_fbank"
+  done
+  end_stage 3
+fi
+
+if stage_on 4 && begin_stage 4 "monophone GMM"; then
+  # shellcheck disable=SC2086
+  run steps/train_mono.sh --cmd "$train_cmd" --nj "$nj" --totgauss "$mono_totgauss" $mono_opts \
+    data/train data/lang exp/mono
+  end_stage 4
+fi
+
+if stage_on 5 && begin_stage 5 "triphone GMM; alignments of train and dev"; then
+  run steps/align_si.sh --cmd "$train_cmd" --nj "$nj" data/train data/lang exp/mono exp/mono_ali
+  run steps/train_deltas.sh --cmd "$train_cmd" --nj "$nj" --num-leaves "$num_leaves" \
+    --totgauss "$tri_totgauss" data/train data/lang exp/mono_ali exp/tri1
+  # dev is aligned too: the networks' dev frame accuracy needs dev targets
+  run utils/combine_data.sh data/train_dev data/train data/dev
+  run steps/align_si.sh --cmd "$train_cmd" --nj "$nj" data/train_dev data/lang exp/tri1 \
+    exp/tri1_ali_train_dev
+  end_stage 5
+fi
+
+if stage_on 6 && begin_stage 6 "graphs and GMM decoding of dev and test"; then
+  for sys in mono tri1; do
+    run utils/mkgraph.sh "$gmm_lang" "exp/$sys" "exp/$sys/graph"
+    for x in dev test; do
+      # shellcheck disable=SC2086
+      run steps/decode.sh --cmd "$decode_cmd" --nj "$nj" $gmm_decode_opts \
+        --scoring-opts "$scoring_opts" "exp/$sys/graph" "data/$x" "exp/$sys/decode_$x"
+    done
+  done
+  end_stage 6
+fi
+
+if stage_on 7 && begin_stage 7 "network targets from the triphone alignments"; then
+  run utils/combine_data.sh data/train_dev_fbank data/train_fbank data/dev_fbank
+  # shellcheck disable=SC2086
+  run steps/nnet/make_targets.sh --cmd "$train_cmd" --frame-subsampling-factor 3 $targets_opts \
+    exp/tri1_ali_train_dev data/train_dev_fbank exp/nnet/targets
+  end_stage 7
+fi
+
+if stage_on 8; then
+  log "stage 8: network training: archs '$archs', runs '$(base_strategies)', seeds '$seeds'"
+  for dir in $(nnet_dirs); do
+    if [ -f "$dir/.done" ]; then
+      log "$dir: trained already ($dir/.done); skipped"
+      continue
+    fi
+    name=${dir#exp/nnet/}
+    arch=${name%%_*}; rest=${name#*_}; base=${rest%%_*}
+    lr=; case "$name" in *_lr*) lr=${name##*_lr} ;; esac
+    seed=${rest#*_s}; seed=${seed%%_*}
+    workers=$num_workers; [ "$base" = single ] && workers=1
+    opts_var=${arch}_opts
+    set_opts="train.init_seed=$seed data.seed=$seed ${lr:+train.lr=$lr} ${!opts_var:-} $nnet_opts"
+    ema_opts=()
+    wants_ema "$base" && ema_opts=(--ema-half-life-frames "$ema_half_life_frames")
+    mkdir -p "$dir"
+    echo "$workers" > "$dir/num_workers"   # the report's workers column
+    start=$(date +%s)
+    run steps/nnet/train.sh --cmd "$cuda_cmd" --nnet-config "conf/nnet/$arch.yaml" \
+      --num-workers "$workers" --strategy "$base" --block-size "$block_size" --epochs "$epochs" \
+      ${ema_opts[@]+"${ema_opts[@]}"} --set-opts "$set_opts" --resume true \
+      exp/nnet/targets data/train_fbank data/dev_fbank "$dir"
+    echo "$(( $(date +%s) - start )) s" > "$dir/.done"
+  done
+fi
+
+if stage_on 9; then
+  # with a learning-rate grid, only the run the report uses (best on dev) is decoded
+  candidates=()
+  for dir in $(nnet_dirs); do [ -f "$dir/.done" ] && candidates+=("$dir"); done
+  if [ ${#candidates[@]} -eq 0 ]; then
+    log "stage 9: no trained network in exp/nnet (run stage 8 first)"; exit 1
+  fi
+  selected=$(emasr report --select --archs "$archs" --strategies "$strategies" "${candidates[@]}")
+  log "stage 9: decoding dev and test with $(echo $selected | wc -w) network(s)"
+  for dir in $selected; do
+    models=final
+    [ -f "$dir/ema.pt" ] && models="final ema"
+    for model in $models; do
+      for x in dev test; do
+        ddir=$dir/decode_$x
+        [ "$model" = final ] || ddir=${ddir}_$model
+        if [ -f "$ddir/.done" ]; then
+          log "$ddir: decoded already; skipped"
+          continue
+        fi
+        # shellcheck disable=SC2086
+        run steps/nnet/decode.sh --cmd "$decode_cmd" --nj "$nj" --model "$model" \
+          --trans-mdl "$nnet_trans_mdl" $nnet_decode_opts --scoring-opts "$scoring_opts" \
+          "$nnet_graph" "data/${x}_fbank" "$ddir"
+        touch "$ddir/.done"
+      done
+    done
+  done
+fi
+
+if stage_on 10; then
+  log "stage 10: report -> $results"
+  reported=()
+  for dir in $(nnet_dirs); do [ -f "$dir/conf.yaml" ] && reported+=("$dir"); done
+  for dir in exp/mono exp/tri1; do [ -d "$dir" ] && reported+=("$dir"); done
+  stage_times=$(stage_times)
+  train_time=0
+  for f in exp/nnet/*/.done; do
+    [ -f "$f" ] && train_time=$((train_time + $(cut -d' ' -f1 "$f")))
+  done
+  machine="$(nproc) CPU cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'))"
+  if command -v nvidia-smi > /dev/null 2>&1; then
+    machine="$machine, GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader | paste -sd, -)"
+  fi
+  mkdir -p exp/report/log
+  run $train_cmd exp/report/log/report.log \
+    emasr report --out "$results" --archs "$archs" --strategies "$strategies" \
+      --title "Results: $profile profile" \
+      --note "command: \`$start_command\` (profile $profile, $num_workers workers, seeds $seeds)" \
+      --note "machine: $machine" \
+      --note "stage wall times: $stage_times; network training ${train_time:-0} s in all" \
+      ${reported[@]+"${reported[@]}"}
+  log "wrote $results and $(dirname "$results")/plots/"
+fi
+log "done (stages $stage..$stop_stage)"

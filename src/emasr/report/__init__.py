@@ -1,0 +1,1 @@
+"""`emasr report`: the paper's table, GMM baselines, intervals and plots from exp dirs."""

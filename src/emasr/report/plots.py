@@ -1,0 +1,151 @@
+"""PNG plots of the report (matplotlib, Agg backend: no display needed).
+
+- dev_frame_accuracy.png: dev frame accuracy per epoch of the global model (solid) against its EMA
+  (dashed), per architecture, for every strategy trained with an EMA;
+- training_loss.png: training loss per sync block (and dev loss per epoch) against training frames;
+- speedup.png: training frames per second against workers, relative to one worker, from the
+  recipe's runs and from a benchmark's JSON when given.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from emasr.io.atomic import atomic_write
+from emasr.report.systems import NetworkRun
+
+COLORS = {"single": "tab:gray", "ma": "tab:blue", "bmuf": "tab:red"}
+
+
+def pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save(fig, path: str) -> str:
+    with atomic_write(path, mode="wb") as f:
+        fig.savefig(f, format="png", dpi=110, bbox_inches="tight")
+    pyplot().close(fig)
+    return path
+
+
+def first_seed_runs(runs: list[NetworkRun], arch: str) -> list[NetworkRun]:
+    """One run per strategy (the lowest seed): curves of several seeds would hide each other."""
+    chosen: dict[str, NetworkRun] = {}
+    ordered = sorted((r for r in runs if r.arch == arch), key=lambda r: (r.strategy, r.seed, r.lr))
+    for run in ordered:
+        chosen.setdefault(run.strategy, run)
+    return [chosen[s] for s in sorted(chosen)]
+
+
+def axes_grid(plt, archs: list[str]):
+    fig, axes = plt.subplots(1, max(1, len(archs)), figsize=(5.5 * max(1, len(archs)), 4),
+                             squeeze=False)
+    return fig, axes[0]
+
+
+def plot_dev_accuracy(runs: list[NetworkRun], archs: list[str], path: str) -> str:
+    plt = pyplot()
+    fig, axes = axes_grid(plt, archs)
+    for ax, arch in zip(axes, archs):
+        for run in first_seed_runs(runs, arch):
+            epochs = [e["epoch"] for e in run.metrics.epochs]
+            color = COLORS.get(run.strategy)
+            ax.plot(epochs, [100 * e["dev_acc"] for e in run.metrics.epochs], "-o", color=color,
+                    label=f"{run.strategy} global")
+            ema = [(e["epoch"], e["dev_acc_ema"]) for e in run.metrics.epochs if "dev_acc_ema" in e]
+            if ema:
+                ax.plot([x for x, _ in ema], [100 * y for _, y in ema], "--s", color=color,
+                        label=f"{run.strategy} EMA")
+        ax.set(title=f"{arch.upper()}: dev frame accuracy per epoch", xlabel="epoch",
+               ylabel="dev frame accuracy (%)")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "not run", ha="center", va="center", transform=ax.transAxes)
+    return save(fig, path)
+
+
+def plot_training_loss(runs: list[NetworkRun], archs: list[str], path: str) -> str:
+    plt = pyplot()
+    fig, axes = axes_grid(plt, archs)
+    for ax, arch in zip(axes, archs):
+        for run in first_seed_runs(runs, arch):
+            color = COLORS.get(run.strategy)
+            blocks = run.metrics.blocks
+            ax.plot([b.get("frames", i) for i, b in enumerate(blocks)], [b["loss"] for b in blocks],
+                    "-", color=color, alpha=0.8, label=f"{run.strategy} train")
+            epochs = [e for e in run.metrics.epochs if "dev_loss" in e]
+            ax.plot([e.get("frames", e["epoch"]) for e in epochs], [e["dev_loss"] for e in epochs],
+                    "o:", color=color, label=f"{run.strategy} dev (global)")
+        ax.set(title=f"{arch.upper()}: cross-entropy", xlabel="training frames (all workers)",
+               ylabel="loss per frame")
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "not run", ha="center", va="center", transform=ax.transAxes)
+    return save(fig, path)
+
+
+def read_bench(path: str) -> dict[int, float]:
+    """A benchmark's speed-up JSON: [{"workers": N, "frames_per_second": F}, ...] or {N: F}."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    if isinstance(data, dict):
+        data = data.get("results", data)
+    if isinstance(data, dict):
+        return {int(k): float(v) for k, v in data.items()}
+    return {int(d["workers"]): float(d["frames_per_second"]) for d in data}
+
+
+def speedup_series(runs: list[NetworkRun], arch: str) -> dict[int, float]:
+    """Workers -> frames/s of this arch's runs (the mean over strategies and seeds per count)."""
+    sums: dict[int, list[float]] = {}
+    for run in runs:
+        fps = run.metrics.frames_per_second()
+        if run.arch == arch and run.workers and fps:
+            sums.setdefault(run.workers, []).append(fps)
+    return {n: sum(v) / len(v) for n, v in sorted(sums.items())}
+
+
+def plot_speedup(runs: list[NetworkRun], archs: list[str], bench: str | None,
+                 path: str) -> str | None:
+    """None when no two worker counts were measured."""
+    series = {arch: speedup_series(runs, arch) for arch in archs}
+    if bench and os.path.isfile(bench):
+        series["bench"] = read_bench(bench)
+    series = {k: v for k, v in series.items() if len(v) >= 2 and min(v) == 1}
+    if not series:
+        return None
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    top = 1
+    for label, points in series.items():
+        workers = sorted(points)
+        ax.plot(workers, [points[n] / points[1] for n in workers], "-o", label=label)
+        top = max(top, workers[-1])
+    ax.plot([1, top], [1, top], ":", color="gray", label="linear")
+    ax.set(title="speed-up against workers", xlabel="workers",
+           ylabel="training frames/s relative to 1 worker")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return save(fig, path)
+
+
+def write_plots(runs: list[NetworkRun], archs: list[str], plot_dir: str,
+                bench: str | None = None) -> dict[str, str]:
+    """name -> path of every plot written."""
+    path = lambda name: os.path.join(plot_dir, name)  # noqa: E731
+    out = {"dev_frame_accuracy": plot_dev_accuracy(runs, archs, path("dev_frame_accuracy.png")),
+           "training_loss": plot_training_loss(runs, archs, path("training_loss.png"))}
+    speedup = plot_speedup(runs, archs, bench, path("speedup.png"))
+    if speedup:
+        out["speedup"] = speedup
+    return out

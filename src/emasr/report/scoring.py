@@ -1,0 +1,141 @@
+"""Read a scored decode dir in Kaldi's layout: the best CER and the per-utterance texts behind it.
+
+Kaldi's scoring (steps/score_kaldi.sh, local/score.sh) leaves in `<decode>/scoring_kaldi/`:
+`best_cer` (one `%WER 7.48 [ 7839 / 104765, 285 ins, 454 del, 7100 sub ] <decode>/cer_11_0.5` line,
+naming the LM weight and insertion penalty that won), the filtered reference `test_filt.txt`
+(`test_filt.chars.txt` with one character per token) and the best paths per penalty and LM weight
+`penalty_<wip>/<lmwt>.txt` (`.chars.txt`), and `wer_details/per_utt` / `cer_details/per_utt`
+(`utt ref ...` / `utt hyp ...` lines, `***` for a gap). Any of these per-utterance forms is enough
+for the bootstrap; without one the CER is still reported, without an interval.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+
+from emasr.io.table import read_lines
+from emasr.score.wer import filter_words, to_units
+
+logger = logging.getLogger(__name__)
+
+WER_LINE = re.compile(
+    r"%WER\s+(?P<rate>[-\d.]+|-?nan|inf)\s*\[\s*(?P<errors>\d+)\s*/\s*(?P<total>\d+)\s*,"
+    r"\s*(?P<ins>\d+)\s*ins\s*,\s*(?P<dels>\d+)\s*del\s*,\s*(?P<subs>\d+)\s*sub\s*\]\s*(?P<source>\S*)")
+BEST_NAME = re.compile(r"(?:cer|wer)_(?P<lmwt>\d+)(?:_(?P<wip>[-\d.]+))?$")
+
+
+class ScoringError(ValueError):
+    """A scoring file is malformed; the message names the file and line."""
+
+
+@dataclass
+class ScoredDecode:
+    path: str
+    cer: float                      # percent, as in best_cer
+    errors: int
+    total: int
+    ins: int
+    dels: int
+    subs: int
+    lmwt: str = ""                  # the LM weight and insertion penalty best_cer chose
+    wip: str = ""
+    refs: dict[str, list[str]] = field(default_factory=dict)   # utt -> characters
+    hyps: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def has_utterances(self) -> bool:
+        return bool(self.refs) and set(self.refs) == set(self.hyps)
+
+
+def parse_wer_line(line: str, where: str) -> dict:
+    """Kaldi's `%WER r [ e / n, i ins, d del, s sub ] [source]` -> its numbers."""
+    match = WER_LINE.search(line)
+    if not match:
+        raise ScoringError(f"{where}: expected a Kaldi '%WER r [ e / n, i ins, d del, s sub ]' "
+                           f"line, got {line.strip()!r}")
+    out = {k: int(match.group(k)) for k in ("errors", "total", "ins", "dels", "subs")}
+    out["rate"] = float(match.group("rate")) if "nan" not in match.group("rate") else float("nan")
+    out["source"] = match.group("source")
+    return out
+
+
+def to_characters(words: list[str]) -> list[str]:
+    """CER units, as the scoring counts them: filtered words split into characters."""
+    return to_units(filter_words(words), "cer")
+
+
+def read_texts(path: str) -> dict[str, list[str]]:
+    """A Kaldi text file (utt word word ...) -> utt -> characters (an utterance may be empty)."""
+    texts: dict[str, list[str]] = {}
+    for number, line in enumerate(read_lines(path), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        if parts[0] in texts:
+            raise ScoringError(f"{path}:{number}: duplicate utterance '{parts[0]}'")
+        texts[parts[0]] = to_characters(parts[1:])
+    return texts
+
+
+def read_per_utt(path: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Kaldi's wer_details/per_utt: `utt ref ...`, `utt hyp ...` ('***' marks a gap)."""
+    refs: dict[str, list[str]] = {}
+    hyps: dict[str, list[str]] = {}
+    for line in read_lines(path):
+        parts = line.split()
+        if len(parts) >= 2 and parts[1] in ("ref", "hyp"):
+            tokens = to_characters([t for t in parts[2:] if t != "***"])
+            (refs if parts[1] == "ref" else hyps)[parts[0]] = tokens
+    return refs, hyps
+
+
+def per_utterance_sources(scoring: str, lmwt: str, wip: str) -> list[tuple[str, str | None]]:
+    """(reference file, hypothesis file) candidates, best first; hypothesis None means per_utt."""
+    out = []
+    for wip_dir in ([f"penalty_{wip}"] if wip else []) + ["penalty_0.0", "."]:
+        for suffix in (".chars.txt", ".txt"):
+            out.append((os.path.join(scoring, f"test_filt{suffix}"),
+                        os.path.join(scoring, wip_dir, f"{lmwt}{suffix}")))
+    for details in ("cer_details", "wer_details"):
+        out.append((os.path.join(scoring, details, "per_utt"), None))
+    return out
+
+
+def load_utterances(decode: ScoredDecode, scoring: str) -> None:
+    for ref_file, hyp_file in per_utterance_sources(scoring, decode.lmwt, decode.wip):
+        if hyp_file is None and os.path.isfile(ref_file):
+            decode.refs, decode.hyps = read_per_utt(ref_file)
+        elif hyp_file is not None and os.path.isfile(ref_file) and os.path.isfile(hyp_file):
+            decode.refs, hyps = read_texts(ref_file), read_texts(hyp_file)
+            # an utterance the decoder produced nothing for is an empty hypothesis (all deletions)
+            decode.hyps = {utt: hyps.get(utt, []) for utt in decode.refs}
+        else:
+            continue
+        if decode.has_utterances:
+            return
+    decode.refs, decode.hyps = {}, {}
+    logger.warning("%s: no per-utterance best paths found (looked for %s/test_filt.txt with "
+                   "penalty_*/LMWT.txt, or */per_utt): CER without an interval",
+                   decode.path, scoring)
+
+
+def read_decode_dir(path: str) -> ScoredDecode | None:
+    """The scored result of one decode dir, or None when it was not (yet) scored."""
+    scoring = os.path.join(path, "scoring_kaldi")
+    best_file = next((f for f in (os.path.join(scoring, "best_cer"), os.path.join(path, "best_cer"))
+                      if os.path.isfile(f)), None)
+    if best_file is None:
+        return None
+    lines = [line for line in read_lines(best_file) if line.strip()]
+    if not lines:
+        raise ScoringError(f"{best_file}: empty; expected a Kaldi %WER line")
+    numbers = parse_wer_line(lines[0], f"{best_file}:1")
+    best = BEST_NAME.search(os.path.basename(numbers["source"]))
+    decode = ScoredDecode(path=path, cer=numbers["rate"], errors=numbers["errors"],
+                          total=numbers["total"], ins=numbers["ins"], dels=numbers["dels"],
+                          subs=numbers["subs"], lmwt=best.group("lmwt") if best else "",
+                          wip=(best.group("wip") or "") if best else "")
+    load_utterances(decode, scoring if os.path.isdir(scoring) else path)
+    return decode

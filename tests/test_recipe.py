@@ -1,0 +1,95 @@
+"""The recipes' wiring: options, stage selection, done markers, the corpus check of egs/aishell and
+the report stage. Each test runs a copy of the recipe in a temporary tree whose shared parts
+(steps/, utils/, local/, conf/, path.sh, .venv) link to this repository, so no output lands in it.
+The full tiny-profile run is tests/test_recipe_tiny.py (slow)."""
+from __future__ import annotations
+
+import shutil
+
+from conftest import REPO, run_script
+from recipe_helpers import fake_aishell, recipe_copy
+
+def test_help_and_bad_options():
+    run = REPO / "egs" / "aishell_sim" / "run.sh"
+    result = run_script([str(run), "--help"])
+    assert result.returncode == 0
+    assert "--stage N --stop-stage M" in result.stderr and "10 report" in result.stderr
+    result = run_script([str(run), "--no-such-option", "1"])
+    assert result.returncode == 1 and "--no-such-option" in result.stderr
+    result = run_script([str(run), "extra-argument"])
+    assert result.returncode == 1 and "Usage:" in result.stderr
+
+
+def test_unknown_profile_is_an_error(tmp_path):
+    recipe = recipe_copy(tmp_path, "aishell_sim")
+    result = run_script([str(recipe / "run.sh"), "--profile", "huge"])
+    assert result.returncode == 1
+    assert "--profile must be tiny, small or large, not 'huge'" in result.stderr
+
+
+def test_stage_zero_checks_the_corpus_and_is_skipped_when_done(tmp_path):
+    recipe = recipe_copy(tmp_path, "aishell_sim")
+    corpus = fake_aishell(tmp_path / "corpus")
+    args = [str(recipe / "run.sh"), "--profile", "tiny", "--simulate", "false",
+            "--corpus-dir", str(corpus), "--stage", "0", "--stop-stage", "0"]
+    first = run_script(args, cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    marker = recipe / "exp" / "done" / "stage0"
+    assert marker.read_text().split()[1] == "s,"
+    assert "stage 0 done in" in first.stdout
+    second = run_script(args, cwd=tmp_path)
+    assert second.returncode == 0
+    assert "stage 0 (corpus in" in second.stdout and "done already" in second.stdout
+    # a corpus missing a file: stage 0 fails, names the file, and leaves no marker
+    marker.unlink()
+    (corpus / "resource_aishell" / "lexicon.txt").unlink()
+    third = run_script(args, cwd=tmp_path)
+    assert third.returncode == 1
+    assert "expected file" in third.stdout and "resource_aishell/lexicon.txt" in third.stdout
+    assert not marker.exists()
+
+
+def test_decoding_without_trained_networks_fails_clearly(tmp_path):
+    recipe = recipe_copy(tmp_path, "aishell_sim")
+    result = run_script([str(recipe / "run.sh"), "--profile", "tiny", "--stage", "9",
+                         "--stop-stage", "9"])
+    assert result.returncode == 1
+    assert "no trained network in exp/nnet" in result.stdout
+
+
+def test_report_stage_writes_every_row_when_nothing_ran(tmp_path):
+    recipe = recipe_copy(tmp_path, "aishell_sim")
+    result = run_script([str(recipe / "run.sh"), "--profile", "tiny", "--stage", "10",
+                         "--archs", "dnn", "--strategies", "single bmuf bmuf+ema"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = (recipe / "RESULTS.md").read_text()
+    assert text.startswith("# Results: tiny profile")
+    for label in ("single", "BMUF", "BMUF+EMA"):
+        assert f"| DNN | {label} | not run |" in text
+    assert "- machine: " in text and "--profile tiny" in text
+    assert (recipe / "plots" / "dev_frame_accuracy.png").is_file()
+
+
+def test_aishell_stage_zero_checks_layout_and_writes_lm_text_from_train_only(tmp_path):
+    recipe = recipe_copy(tmp_path, "aishell")
+    recipe_copy(tmp_path, "aishell_sim")
+    corpus = fake_aishell(tmp_path / "aishell")
+    result = run_script([str(recipe / "run.sh"), "--corpus-dir", str(corpus), "--stop-stage", "0"],
+                        cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "train: 2 wav files" in result.stdout
+    lm_text = recipe / "data" / "local" / "lm_text" / "train_transcripts.txt"
+    assert lm_text.read_text(encoding="utf-8") == "北京天气\n北京天气\n"
+    assert (recipe / "exp" / "done" / "stage0").is_file()     # the shared stage 0 check ran here
+    assert not (recipe.parent / "aishell_sim" / "exp").exists()
+
+
+def test_aishell_requires_unpacking_the_tarballs(tmp_path):
+    recipe = recipe_copy(tmp_path, "aishell")
+    corpus = fake_aishell(tmp_path / "aishell")
+    packed = corpus / "data_aishell" / "wav"
+    shutil.rmtree(packed / "dev")
+    (packed / "S0724.tar.gz").write_bytes(b"")   # as shipped: one tarball per speaker
+    result = run_script([str(recipe / "run.sh"), "--corpus-dir", str(corpus), "--stop-stage", "0"])
+    assert result.returncode == 1
+    assert "speaker tarballs" in result.stdout and "--extract true" in result.stdout
