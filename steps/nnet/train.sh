@@ -15,6 +15,8 @@ ema_half_life_frames=  # or: EMA half life in training frames
 epochs=
 set_opts=       # extra config overrides, space separated: "train.lr=0.2 model.hidden_dim=512"
 resume=false    # continue from the latest complete checkpoint
+max_restarts=0  # torchrun --max-restarts: restart the worker group this many times after a worker
+                # fails; a restarted group resumes from the latest complete checkpoint
 trans_mdl=      # Kaldi final.mdl of the alignments (e.g. exp/tri3_ali/final.mdl): copied with its
                 # tree to <exp-dir> so steps/nnet/decode.sh finds the TransitionModel there
 torchrun_opts=  # passed to torchrun before the script, e.g. "--nnodes 2 --rdzv-backend c10d
@@ -30,7 +32,7 @@ if [ $# -ne 4 ]; then
   echo "        exp/dnn/targets data/train_fbank data/dev_fbank exp/dnn"
   echo "Options: --nnet-config FILE --num-workers N --strategy single|ma|bmuf --block-size TAU"
   echo "         --ema-decay A | --ema-half-life-frames F --epochs E --set-opts 'k=v ...'"
-  echo "         --resume true --trans-mdl ALI/final.mdl --torchrun-opts '...' --cmd CMD"
+  echo "         --resume true --max-restarts N --trans-mdl ALI/final.mdl --torchrun-opts '...' --cmd CMD"
   exit 1
 fi
 targets=$1; train_data=$2; dev_data=$3; dir=$4
@@ -61,7 +63,11 @@ args=()
 for kv in $set_opts; do args+=(--set "$kv"); done
 [ "$resume" = true ] && args+=(--resume)
 
-launcher=(python -m torch.distributed.run)
+# A restarted worker group must not read the previous group's rendezvous keys (stale gloo/NCCL
+# addresses: "connectFullMesh failed ... Connection refused"; pytorch issue 135712): give each
+# rendezvous round its own store instead of sharing torchrun's.
+export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
+launcher=(python -m torch.distributed.run --max-restarts "$max_restarts")
 if [ -n "$torchrun_opts" ]; then
   # shellcheck disable=SC2206
   launcher+=($torchrun_opts --nproc-per-node "$num_workers")

@@ -47,6 +47,10 @@ class ArkScpWriter:
         else:
             kaldiio.matio.write_array(self.file, matrix, compression_method=self.compression)
 
+    def discard(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.tmp_path)
+
     def __enter__(self) -> "ArkScpWriter":
         return self
 
@@ -54,10 +58,15 @@ class ArkScpWriter:
                  tb: TracebackType | None) -> None:
         # No fsync (Kaldi does not sync arks either): the rename alone means a crashed job never
         # leaves a partial ark under the final name.
-        self.file.close()
+        try:
+            self.file.close()   # writes the last buffered bytes: fails too when the disk is full
+        except BaseException:
+            self.discard()
+            if kind is None:
+                raise
+            return   # the error raised in the `with` body goes on
         if kind is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.tmp_path)
+            self.discard()
             return
         os.chmod(self.tmp_path, 0o644)
         os.replace(self.tmp_path, self.ark_path)

@@ -17,7 +17,7 @@ import numpy as np
 
 from emasr.feats.ark import ArkScpWriter
 from emasr.io.atomic import atomic_write
-from emasr.io.table import read_table
+from emasr.io.table import TableError, read_table
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +90,19 @@ def feature_dim(feats_scp: dict) -> int:
     return feats_scp[first].shape[1]
 
 
+def finite_features(data: str, feats: dict, utts: Iterable[str]) -> Iterable[np.ndarray]:
+    """The matrices of `utts`; a NaN or infinity is an error naming the utterance, since it would
+    make the speaker's stats (and every feature normalized with them) NaN."""
+    for utt in utts:
+        matrix = feats[utt]
+        if not np.isfinite(matrix).all():
+            raise CmvnError(f"{data}/feats.scp: utterance {utt} has NaN or infinite values")
+        yield matrix
+
+
 def speaker_stats(data: str, fake: bool = False) -> dict[str, np.ndarray]:
     """Per-speaker stats for a data dir; speakers without any features are left out (warned)."""
+    read_table(os.path.join(data, "feats.scp"))   # duplicate keys: an error naming the lines
     feats = kaldiio.load_scp(os.path.join(data, "feats.scp"))
     dim = feature_dim(feats)
     result = {}
@@ -103,7 +114,8 @@ def speaker_stats(data: str, fake: bool = False) -> dict[str, np.ndarray]:
         if not present:
             log.warning("speaker %s: no features at all; no stats written", speaker)
             continue
-        result[speaker] = fake_stats(dim) if fake else sum_stats(feats[u] for u in present)
+        result[speaker] = (fake_stats(dim) if fake
+                           else sum_stats(finite_features(data, feats, present)))
     return result
 
 
@@ -111,7 +123,7 @@ def global_stats(data: str, fake: bool = False) -> np.ndarray:
     feats = kaldiio.load_scp(os.path.join(data, "feats.scp"))
     if fake:
         return fake_stats(feature_dim(feats))
-    return sum_stats(feats[u] for u in feats)
+    return sum_stats(finite_features(data, feats, feats))
 
 
 def read_stats(path: str) -> np.ndarray:
@@ -144,7 +156,7 @@ def compute_cmvn_stats_cli(fake, global_, data, cmvn_dir):
             log.info("wrote %s/%s", data, GLOBAL_CMVN_FILE)
             return
         stats = speaker_stats(data, fake)
-    except (CmvnError, OSError) as err:
+    except (CmvnError, TableError, OSError) as err:
         raise click.ClickException(f"{data}: {err}") from None
     if not stats:
         raise click.ClickException(f"{data}: no speaker has features; no CMVN stats written")

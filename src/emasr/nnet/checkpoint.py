@@ -28,12 +28,35 @@ def directory(exp_dir: str, epoch: int, block: int) -> str:
 
 
 def save(obj: dict, path: str) -> None:
-    with atomic_write(path, "wb", encoding=None, newline=None) as f:
-        torch.save(obj, f)
+    try:
+        with atomic_write(path, "wb", encoding=None, newline=None) as f:
+            torch.save(obj, f)
+    except RuntimeError as err:
+        # torch.save reports a failed write (a full disk) as a zip-writer RuntimeError ("unexpected
+        # pos ..."); say what really happened.
+        cause = err.__context__
+        if isinstance(cause, OSError):
+            raise OSError(cause.errno, f"could not write checkpoint {path}: {cause.strerror}") \
+                from None
+        raise
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be read (truncated, corrupt, not a checkpoint)."""
 
 
 def load(path: str, device: str | torch.device = "cpu") -> dict:
-    return torch.load(path, map_location=device, weights_only=False)
+    try:
+        return torch.load(path, map_location=device, weights_only=False)
+    except FileNotFoundError:
+        raise
+    except Exception as err:  # noqa: BLE001 (torch raises several types for a damaged file)
+        in_checkpoint = os.path.basename(os.path.dirname(os.path.abspath(path))).startswith("epoch")
+        hint = (f". Delete its directory {os.path.dirname(path)} to resume from the checkpoint "
+                "before it" if in_checkpoint else "")
+        raise CheckpointError(
+            f"cannot read {path} (truncated or corrupt?): {type(err).__name__}: "
+            f"{(str(err).splitlines() or [''])[0].split('. ')[0]}{hint}") from None
 
 
 def latest(exp_dir: str) -> str | None:

@@ -31,8 +31,11 @@ class DataError(ValueError):
 
 
 def scp_keys(path: str) -> list[str]:
-    with open(path, encoding="utf-8") as f:
-        return [line.split(maxsplit=1)[0] for line in f if line.strip()]
+    """The keys of an scp file; a duplicated key (which kaldiio would silently collapse) is an
+    error naming its lines."""
+    from emasr.io.table import read_table
+
+    return list(read_table(path))
 
 
 def utterances_with_targets(data_dir: str, targets, targets_dir: str, what: str) -> list[str]:
@@ -77,6 +80,9 @@ class Source:
                     f"{self.data_dir}/feats.scp: utterance {utt}: network input has dimension "
                     f"{feats.shape[-1]} after the feature pipeline, but the model expects "
                     f"{self.input_dim} (check features.dim and the pipeline settings)")
+            if not np.isfinite(feats).all():   # one NaN would silently poison every model
+                raise DataError(f"{self.data_dir}/feats.scp: utterance {utt} has NaN or infinite "
+                                "feature values (after CMVN); fix or remove it")
             labels = np.asarray(self.targets.reader[utt]).astype(np.int64)
             check_labels(labels, self.num_pdfs, utt, self.targets_dir)
             if abs(len(labels) - len(feats)) > LENGTH_TOLERANCE:

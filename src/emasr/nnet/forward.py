@@ -119,6 +119,6 @@ def nnet_forward_cli(which: str, no_priors: bool, prior_scale: float, num_thread
     try:
         count = write_matrices(wspecifier, log_likelihoods(path, data_dir, not no_priors,
                                                            prior_scale))
-    except DataError as err:
+    except (DataError, checkpoint.CheckpointError) as err:
         raise click.ClickException(str(err)) from None
     logger.info("wrote log-likelihoods of %d utterances from %s to %s", count, path, wspecifier)

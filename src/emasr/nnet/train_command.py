@@ -52,7 +52,7 @@ def train_cli(config_path, overrides, strategy, block_size, ema_decay, ema_half_
     """Train a DNN or LSTM acoustic model on TARGETS_DIR (pdf targets) and TRAIN_DIR's features,
     evaluating on DEV_DIR every epoch; writes EXP_DIR/{conf.yaml, metrics.jsonl, checkpoints/,
     final.pt, ema.pt}. Run it through steps/nnet/train.sh (torchrun, one process per worker)."""
-    from emasr.nnet.comm import RendezvousError
+    from emasr.nnet.comm import CollectiveTimeout, RendezvousError
     from emasr.nnet.data import DataError
     from emasr.nnet.trainer import run
 
@@ -63,5 +63,6 @@ def train_cli(config_path, overrides, strategy, block_size, ema_decay, ema_half_
         logger.info("worker %s: %d threads; strategy %s, tau %d", os.environ.get("RANK", "0"),
                     threads, config["sync"]["strategy"], config["sync"]["block_size"])
         run(config, targets_dir, train_dir, dev_dir, exp_dir, resume)
-    except (configs.ConfigError, DataError, RendezvousError, ValueError, FileNotFoundError) as err:
+    except (configs.ConfigError, DataError, RendezvousError, CollectiveTimeout, ValueError,
+            FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None

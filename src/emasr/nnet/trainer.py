@@ -84,6 +84,15 @@ def batch_stats(log_probs: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor,
     return loss, float(correct), float(valid.sum().item())
 
 
+def recorded_by(record: dict, position: tuple[int, int]) -> bool:
+    """Whether a metrics record describes work done before `position` (epoch, blocks done in it);
+    records count epochs from 1, positions from 0."""
+    epoch, block = position
+    if record["type"] == "epoch":
+        return record["epoch"] <= epoch
+    return (record["epoch"] - 1, record["block"]) <= (epoch, block)
+
+
 class Trainer:
     def __init__(self, config: dict, targets_dir: str, train_dir: str, dev_dir: str,
                  exp_dir: str, resume: bool = False) -> None:
@@ -97,7 +106,7 @@ class Trainer:
         self.device = torch.device(
             f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available()
             and c["dist"]["backend"] in ("auto", "nccl") else "cpu")
-        self.comm = Communicator(self.world)
+        self.comm = Communicator(self.world, self.rank, float(c["dist"]["timeout_s"]))
         self.pipeline = make_pipeline(c["features"], self.train_dir)
         self.targets = open_targets(self.targets_dir)
         stack = int(c["features"]["stack"])
@@ -198,6 +207,11 @@ class Trainer:
             block = list(islice(batches, tau))
             ready, mean_stats = self.sync(len(block) == tau, stats)
             index += 1
+            if not np.isfinite(mean_stats[0]):   # every rank sees the same mean: all stop here
+                raise DataError(
+                    f"training diverged: the loss of epoch {epoch + 1} block {index} is "
+                    f"{mean_stats[0]} (lr {self.schedule.lr:g}); lower train.lr or sync.block_lr "
+                    "and resume from a checkpoint before it, or start again")
             self.counters["seconds_compute"] += seconds
             self.position = (epoch, index)
             self.log_block(epoch, index, mean_stats)
@@ -209,8 +223,7 @@ class Trainer:
 
     def all_ready(self, ready: bool) -> bool:
         flag = torch.tensor([1.0 if ready else 0.0], device=self.device)
-        if self.world > 1:
-            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MIN)
+        self.comm.all_reduce(flag, "first-block check", op=torch.distributed.ReduceOp.MIN)
         return bool(flag.item() > 0.5)
 
     def train_block(self, block) -> tuple[list[float], float]:
@@ -258,9 +271,7 @@ class Trainer:
                                                          self.config["data"]), y.to(self.device))
                 sums += torch.tensor([loss.item(), right, count], dtype=torch.float64)
         if self.world > 1:
-            sums = sums.to(self.device)
-            torch.distributed.all_reduce(sums)
-            sums = sums.cpu()
+            sums = self.comm.all_reduce(sums.to(self.device), "dev evaluation sums").cpu()
         frames = max(float(sums[2]), 1.0)
         return float(sums[0]) / frames, float(sums[1]) / frames
 
@@ -305,7 +316,7 @@ class Trainer:
             os.makedirs(self.exp_dir, exist_ok=True)
             configs.save(self.config, os.path.join(self.exp_dir, "conf.yaml"))
             self.pipeline.save(os.path.join(self.exp_dir, "feature_pipeline.yaml"))
-        self.comm.barrier()
+        self.comm.barrier("exp dir setup")
 
     def global_state(self) -> dict:
         return {"config": self.config, "world_size": self.world, "position": self.position,
@@ -320,11 +331,12 @@ class Trainer:
         checkpoint.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                          "rng": checkpoint.rng_states()},
                         os.path.join(where, f"rank{self.rank}.pt"))
-        self.comm.barrier()   # every rank's file is in place before state.pt marks it complete
+        # every rank's file is in place before state.pt marks the checkpoint complete
+        self.comm.barrier("checkpoint files")
         if self.rank == 0:
             checkpoint.save(self.global_state(), os.path.join(where, checkpoint.STATE))
             logger.info("wrote checkpoint %s", where)
-        self.comm.barrier()
+        self.comm.barrier("checkpoint complete")
 
     def load_checkpoint(self) -> bool:
         """Restore the latest complete checkpoint; False if there is none."""
@@ -354,8 +366,25 @@ class Trainer:
         self.comm.load_state_dict(state["comm"])
         self.position = tuple(state["position"])
         checkpoint.restore_rng_states(local["rng"])
+        if self.rank == 0:
+            self.drop_metrics_after(self.position)
         logger.info("resumed from %s (epoch %d, block %d)", where, *self.position)
         return True
+
+    def drop_metrics_after(self, position: tuple[int, int]) -> None:
+        """Forget the metrics records of work the checkpoint does not contain (a run killed after
+        it logged them), so the resumed run's records are not doubled."""
+        from emasr.io.atomic import atomic_write
+
+        path = os.path.join(self.exp_dir, "metrics.jsonl")
+        if not os.path.isfile(path):
+            return
+        with open(path, encoding="utf-8") as f:
+            lines = [line for line in f if line.strip()]
+        keep = [line for line in lines if recorded_by(json.loads(line), position)]
+        if len(keep) != len(lines):
+            with atomic_write(path) as f:
+                f.writelines(keep)
 
     def model_file(self, vector: torch.Tensor, kind: str) -> dict:
         model = copy.deepcopy(self.model)
@@ -385,10 +414,15 @@ class Trainer:
 
 def run(config: dict, targets_dir: str, train_dir: str, dev_dir: str, exp_dir: str,
         resume: bool) -> None:
-    trainer = Trainer(config, targets_dir, train_dir, dev_dir, exp_dir, resume)
+    # torchrun --max-restarts: a restarted worker group continues from the last complete checkpoint
+    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    trainer = Trainer(config, targets_dir, train_dir, dev_dir, exp_dir, resume or restart > 0)
     try:
         trainer.setup()
-        if resume and not trainer.load_checkpoint():
+        if restart:
+            logger.info("worker group restart %d: resuming from the latest complete checkpoint",
+                        restart)
+        if trainer.resume and not trainer.load_checkpoint():
             logger.info("--resume: no checkpoint in %s/checkpoints; starting from scratch", exp_dir)
         trainer.train()
     finally:
