@@ -5,30 +5,18 @@ transducer that maps the labels (what OpenFst's fstrelabel/fstrmsymbols amount t
 """
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 from typing import Iterable
 
+from emasr.io.atomic import atomic_path
 from emasr.stack import kaldifst
 
 
 def write_fst(fst, path: str | os.PathLike) -> None:
     """Write an OpenFst binary FST atomically (temporary name beside `path`, then rename)."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp.", dir=directory)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         if not fst.write(tmp):
-            raise OSError(f"could not write FST to {tmp}")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+            raise OSError(f"could not write FST to {os.fspath(path)}")
 
 
 def read_fst(path: str | os.PathLike) -> kaldifst.StdVectorFst:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import click
 
+from emasr.decode.fstutil import write_fst
 from emasr.io.atomic import atomic_write
 from emasr.io.table import TableError, c_sort_key
 from emasr.lang.dictdir import DictDir, DictError, LexiconEntry, load_dict_dir
@@ -182,14 +183,6 @@ def write_tmp_files(tmp: Path, lexicon, disambig_lexicon, ndisambig: int, mappin
         f.write(f"{ndisambig}\n")
     with atomic_write(tmp / "phone_map.txt") as f:
         f.writelines(f"{p} {' '.join(v)}\n" for p, v in mapping.items())
-
-
-def write_fst(fst, path: Path) -> None:
-    """Write an FST through a temporary name (kaldifst writes in place)."""
-    tmp = path.with_name(path.name + ".tmp")
-    if not fst.write(str(tmp)):
-        raise OSError(f"{path}: could not write FST")
-    os.replace(tmp, path)
 
 
 def prepare_lang(dict_dir: str | os.PathLike, oov_word: str, tmp_dir: str | os.PathLike,
