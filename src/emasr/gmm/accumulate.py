@@ -15,8 +15,7 @@ from dataclasses import dataclass
 import click
 import numpy as np
 
-from emasr.ali.alignments import iter_alignment_file
-from emasr.gmm.inputs import FeatureOptions, SkipCounter, check_dim, iter_features
+from emasr.gmm.inputs import FeatureOptions, SkipCounter, iter_aligned_features
 from emasr.gmm.model_io import read_model
 from emasr.io.atomic import atomic_write
 
@@ -123,20 +122,9 @@ def accumulate_alignments(model_path: str, data_dir: str, ali_path: str, options
     model = read_model(model_path)
     tid2pdf = np.asarray(model.transition_model.id2pdf_id, dtype=np.int64)
     stats = GmmStats.zeros(model)
-    alignments = dict(iter_alignment_file(ali_path))
     counter = SkipCounter(f"gmm-acc-stats-ali {data_dir}", max_skipped)
-    for utt, feats, problem in iter_features(data_dir, options):
-        problem = problem or check_dim(feats, model.am_gmm.dim)
-        ali = alignments.get(utt)
-        if problem is None and ali is None:
-            problem = "no alignment"
-        if problem is None and len(ali) != len(feats):
-            problem = f"alignment has {len(ali)} frames, features {len(feats)}"
-        if problem is None and (ali.min() < 1 or ali.max() >= len(tid2pdf)):
-            problem = "transition ids outside the model"
-        if problem:
-            counter.skip(utt, problem)
-            continue
+    for _, feats, ali in iter_aligned_features(data_dir, options, ali_path, model.am_gmm.dim,
+                                               len(tid2pdf) - 1, counter):
         accumulate_utterance(model, stats, feats, tid2pdf[ali], ali.astype(np.int64))
         counter.ok()
     counter.check()

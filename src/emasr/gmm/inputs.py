@@ -13,6 +13,7 @@ from typing import Iterator
 
 import numpy as np
 
+from emasr.ali.alignments import iter_alignment_file
 from emasr.feats.cmvn import CmvnError, apply_cmvn
 from emasr.feats.deltas import add_deltas
 from emasr.feats.reader import iter_feats_with_stats
@@ -99,3 +100,30 @@ def check_dim(feats: np.ndarray, dim: int) -> str | None:
     if len(feats) == 0:
         return "no frames"
     return None
+
+
+def alignment_problem(ali: np.ndarray | None, num_frames: int, num_transition_ids: int) -> str | None:
+    """The reason an alignment cannot be used with features of `num_frames` frames, or None."""
+    if ali is None:
+        return "no alignment"
+    if len(ali) != num_frames:
+        return f"alignment has {len(ali)} frames, features {num_frames}"
+    if ali.min() < 1 or ali.max() > num_transition_ids:
+        return "transition ids outside the model"
+    return None
+
+
+def iter_aligned_features(data_dir: str, options: FeatureOptions, ali_path: str, dim: int,
+                          num_transition_ids: int, counter: SkipCounter
+                          ) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+    """(utt, features, transition-id alignment) for the utterances usable together; the others
+    are skipped on `counter` with the reason. The caller calls counter.ok() per used utterance."""
+    alignments = dict(iter_alignment_file(ali_path))
+    for utt, feats, problem in iter_features(data_dir, options):
+        ali = alignments.get(utt)
+        problem = (problem or check_dim(feats, dim)
+                   or alignment_problem(ali, len(feats), num_transition_ids))
+        if problem:
+            counter.skip(utt, problem)
+            continue
+        yield utt, feats, ali

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 import click
 import numpy as np
 
-from emasr.ali.alignments import iter_alignment_file
-from emasr.gmm.inputs import FeatureOptions, SkipCounter, check_dim, iter_features
+from emasr.gmm.inputs import FeatureOptions, SkipCounter, iter_aligned_features
 from emasr.gmm.model_io import read_model, transition_table
 from emasr.gmm.transitions import TransitionTable
 from emasr.io.atomic import atomic_write
@@ -111,21 +110,10 @@ def accumulate_tree_stats(model_path: str, data_dir: str, ali_path: str,
     model = read_model(model_path)
     table = transition_table(model)
     pdf_classes = pdf_class_of_transitions(table)
-    alignments = dict(iter_alignment_file(ali_path))
     counter = SkipCounter(f"acc-tree-stats {data_dir}", max_skipped)
     parts: list[TreeStats] = []
-    for utt, feats, problem in iter_features(data_dir, options):
-        problem = problem or check_dim(feats, model.am_gmm.dim)
-        ali = alignments.get(utt)
-        if problem is None and ali is None:
-            problem = "no alignment"
-        if problem is None and len(ali) != len(feats):
-            problem = f"alignment has {len(ali)} frames, features {len(feats)}"
-        if problem is None and table.check_ids(ali) is not None:
-            problem = "transition ids outside the model"
-        if problem:
-            counter.skip(utt, problem)
-            continue
+    for _, feats, ali in iter_aligned_features(data_dir, options, ali_path, model.am_gmm.dim,
+                                               table.num_transition_ids, counter):
         parts.append(utterance_stats(utterance_events(table, pdf_classes, ali, ci_phones), feats))
         if len(parts) >= 200:  # keep memory bounded: fold the parts together now and then
             parts = [TreeStats.merge(parts)]
