@@ -48,6 +48,15 @@ def axes_grid(plt, archs: list[str]):
     return fig, axes[0]
 
 
+def finish_axes(ax) -> None:
+    """Grid and legend, or "not run" on a panel with no curve."""
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "not run", ha="center", va="center", transform=ax.transAxes)
+
+
 def plot_dev_accuracy(runs: list[NetworkRun], archs: list[str], path: str) -> str:
     plt = pyplot()
     fig, axes = axes_grid(plt, archs)
@@ -64,11 +73,7 @@ def plot_dev_accuracy(runs: list[NetworkRun], archs: list[str], path: str) -> st
         ax.set(title=f"{arch.upper()}: dev frame accuracy per epoch", xlabel="epoch",
                ylabel="dev frame accuracy (%)")
         ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=8)
-        else:
-            ax.text(0.5, 0.5, "not run", ha="center", va="center", transform=ax.transAxes)
+        finish_axes(ax)
     return save(fig, path)
 
 
@@ -86,11 +91,7 @@ def plot_training_loss(runs: list[NetworkRun], archs: list[str], path: str) -> s
                     "o:", color=color, label=f"{run.strategy} dev (global)")
         ax.set(title=f"{arch.upper()}: cross-entropy", xlabel="training frames (all workers)",
                ylabel="loss per frame")
-        ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=8)
-        else:
-            ax.text(0.5, 0.5, "not run", ha="center", va="center", transform=ax.transAxes)
+        finish_axes(ax)
     return save(fig, path)
 
 
