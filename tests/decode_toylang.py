@@ -19,6 +19,18 @@ from emasr.stack import kaldi_hmm_gmm, kaldifst
 SIL = "SIL"
 SIL_PROB = 0.5
 
+# A four-word toy task: the grammar allows exactly two sentences, "A B C" and "B C D".
+LEXICON = {"A": ["a1", "a2"], "B": ["b1", "b2", "b3"], "C": ["c1", "a2"], "D": ["d1", "b2"]}
+GRAMMAR = """0 1 {A} {A} 0.7
+1 2 {B} {B} 0
+2 3 {C} {C} 0
+3 0
+0 4 {B} {B} 0.7
+4 5 {C} {C} 0
+5 6 {D} {D} 0
+6 0"""
+SENTENCES = ["A B C", "B C D"]
+
 TOPO_3STATE = """<Topology>
 <TopologyEntry>
 <ForPhones>

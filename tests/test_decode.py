@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from decode_toylang import make_lang, monophone_model, oracle_loglikes, pdf_sequence
+from decode_toylang import (GRAMMAR, LEXICON, SENTENCES, make_lang, monophone_model,
+                            oracle_loglikes, pdf_sequence)
 from emasr.cli import main
 from emasr.decode.decoder import DECODERS, DecodeConfig, DecodeError, UtteranceDecoder
 from emasr.decode.fstutil import read_fst
@@ -18,17 +19,7 @@ from emasr.decode.graph import make_graph
 from emasr.decode.lattice_io import (LatticeArchiveWriter, best_paths, read_lattices,
                                      to_kaldifst)
 
-LEXICON = {"A": ["a1", "a2"], "B": ["b1", "b2", "b3"], "C": ["c1", "a2"], "D": ["d1", "b2"]}
-# The grammar allows exactly two sentences: "A B C" and "B C D".
-GRAMMAR = """0 1 {A} {A} 0.7
-1 2 {B} {B} 0
-2 3 {C} {C} 0
-3 0
-0 4 {B} {B} 0.7
-4 5 {C} {C} 0
-5 6 {D} {D} 0
-6 0"""
-ALLOWED = {"A B C", "B C D"}
+ALLOWED = set(SENTENCES)
 
 
 @pytest.fixture(scope="module")

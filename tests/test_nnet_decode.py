@@ -8,21 +8,11 @@ import numpy as np
 import pytest
 
 from conftest import REPO, run_script
-from decode_toylang import make_lang, monophone_model, pdf_sequence
+from decode_toylang import GRAMMAR, LEXICON, SENTENCES, make_lang, monophone_model, pdf_sequence
 from emasr.decode.graph import make_graph
 from emasr.gmm.model_io import KaldiModel, write_model
 from nnet_synthetic import write_lines
 
-LEXICON = {"A": ["a1", "a2"], "B": ["b1", "b2", "b3"], "C": ["c1", "a2"], "D": ["d1", "b2"]}
-GRAMMAR = """0 1 {A} {A} 0.7
-1 2 {B} {B} 0
-2 3 {C} {C} 0
-3 0
-0 4 {B} {B} 0.7
-4 5 {C} {C} 0
-5 6 {D} {D} 0
-6 0"""
-SENTENCES = ["A B C", "B C D"]
 DIM, STACK = 6, 3
 
 
