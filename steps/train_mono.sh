@@ -112,7 +112,7 @@ while [ "$x" -lt "$num_iters" ]; do
       emasr gmm-acc-stats-ali "${feat_opts[@]}" --max-skipped "$max_failed" \
         "$dir/$x.mdl" "$sdata/JOB" "$dir/ali.JOB.gz" "$dir/$x.JOB.acc"
     $cmd "$dir/log/update.$x.log" \
-      emasr gmm-est --write-occs "$dir/$((x + 1)).occs" --mix-up "$numgauss" --power "$power" \
+      emasr gmm-est --seed "$x" --write-occs "$dir/$((x + 1)).occs" --mix-up "$numgauss" --power "$power" \
         "$dir/$x.mdl" "$dir/$((x + 1)).mdl" $(seq -f "$dir/$x.%g.acc" 1 "$nj")
     rm -f "$dir/$x.mdl" "$dir"/$x.*.acc "$dir/$x.occs"
   fi

@@ -9,7 +9,7 @@ import kaldiio
 
 from conftest import YESNO
 from emasr.feats.cmvn import cmvn_stats
-from emasr.feats.framing import extract_all_frames
+from emasr.feats.framing import dithered, extract_all_frames
 from emasr.feats.kaldi_options import mfcc_options, read_kaldi_config
 from emasr.feats.wav import read_wav_spec
 
@@ -18,17 +18,18 @@ LANG = YESNO / "data" / "lang"
 
 
 def yesno_mfcc_feats(subset: str = "train_yesno", dither: float = 0.0) -> dict:
-    """13-dim MFCC of the yesno recordings; undithered by default (deterministic), Kaldi's
-    default dither 1.0 as its recipe computed them."""
+    """13-dim MFCC of the yesno recordings; undithered by default, or with Kaldi's default
+    dither 1.0 as its recipe computed them (seeded per utterance: the same on every call)."""
     options = mfcc_options(read_kaldi_config(YESNO / "conf" / "mfcc.conf"))
-    options.frame_opts.dither = dither
+    options.frame_opts.dither = 0.0
     feats = {}
     for line in (YESNO / "data" / subset / "wav.scp").read_text().splitlines():
         utt, rel = line.split()
         if utt.startswith("README"):  # the fixture's test set lists the corpus README files
             continue
         audio = read_wav_spec(str(YESNO / rel))
-        feats[utt] = extract_all_frames(knf.OnlineMfcc(options), audio.rate, audio.samples)
+        feats[utt] = extract_all_frames(knf.OnlineMfcc(options), audio.rate,
+                                        dithered(audio.samples, dither, utt))
     return feats
 
 

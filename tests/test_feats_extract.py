@@ -105,6 +105,21 @@ def test_fbank_equals_kaldi_native_fbank_on_raw_samples(tmp_path, fbank_conf):
     np.testing.assert_array_equal(ours, reference)
 
 
+def test_dither_is_reproducible_per_utterance(tmp_path):
+    conf = tmp_path / "fbank.conf"
+    conf.write_text("--num-mel-bins=40\n--dither=1.0\n")
+    audio = read_wav_spec(str(write_wav(tmp_path / "a.wav", noise(8000) * 0.01)))
+    first = FbankExtractor(str(conf)).compute(audio, source="utt1")
+    again = FbankExtractor(str(conf)).compute(audio, source="utt1")
+    other = FbankExtractor(str(conf)).compute(audio, source="utt2")
+    conf.write_text("--num-mel-bins=40\n--dither=0\n")
+    undithered = FbankExtractor(str(conf)).compute(audio, source="utt1")
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, other) and not np.array_equal(first, undithered)
+    # the noise has Kaldi's scale: one unit of a 16-bit sample, far below the signal's level
+    assert np.abs(first - undithered).mean() < 0.5
+
+
 @pytest.mark.parametrize("num_samples", [400, 16000, 16123, 48077, 80000])
 def test_mfcc_pitch_same_frames_as_mfcc(mfcc_pitch_confs, num_samples):
     extractor = MfccPitchExtractor(*mfcc_pitch_confs)

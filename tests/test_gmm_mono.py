@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from emasr.ali.alignments import iter_alignment_file
 from emasr.gmm.accumulate import GmmStats, accumulate_alignments, acc_stats_ali_cli
 from emasr.gmm.align import gmm_align_cli
-from emasr.gmm.estimate import MleOptions, gmm_est_cli, update_gmm
+from emasr.gmm.estimate import (MleOptions, gmm_est_cli, mix_up_model, split_gmm,
+                                 split_targets, update_gmm)
 from emasr.gmm.inputs import FeatureOptions
 from emasr.gmm.model_io import read_model, read_tree, transition_table, write_model, write_tree
 from emasr.gmm.mono import init_mono, single_gaussian
@@ -53,6 +54,36 @@ def test_mle_update_of_one_gmm_matches_numpy():
     np.testing.assert_allclose(np.asarray(gmm.vars)[0], var0, rtol=1e-4)
     np.testing.assert_allclose(np.asarray(gmm.weights).ravel(), occ[:2] / occ[:2].sum(),
                                rtol=1e-5)
+
+
+def test_split_targets_follow_occupancy_power_and_min_count():
+    # occupancies 1000, 100, 10 with power 1: Gaussians go to the largest count per Gaussian
+    assert split_targets(np.array([1000.0, 100.0, 10.0]), 7, 1.0, 1.0) == [5, 1, 1]
+    # power 0 spreads them evenly (ties go to the lower pdf id)
+    assert split_targets(np.array([1000.0, 100.0, 10.0]), 7, 0.0, 1.0) == [3, 2, 2]
+    # min_count 40: the 100-frame pdf can take 2 Gaussians (3 * 40 >= 100), the 10-frame pdf 1
+    assert split_targets(np.array([1000.0, 100.0, 10.0]), 30, 0.5, 40.0) == [24, 2, 1]
+
+
+def test_split_halves_the_heaviest_gaussian_symmetrically_and_reproducibly():
+    gmm = single_gaussian(np.array([1.0, -2.0]), np.array([4.0, 0.25]))
+    split_gmm(gmm, 2, 0.1, np.random.default_rng(5))
+    np.testing.assert_allclose(np.asarray(gmm.weights).ravel(), [0.5, 0.5])
+    means = np.asarray(gmm.means)
+    np.testing.assert_allclose(means.mean(axis=0), [1.0, -2.0], rtol=1e-6)
+    shift = (means[1] - means[0]) / 2
+    assert np.all(np.abs(shift) > 0) and np.all(np.abs(shift) < 0.5 * np.sqrt([4.0, 0.25]))
+    np.testing.assert_allclose(np.asarray(gmm.vars), [[4.0, 0.25]] * 2, rtol=1e-6)
+    split_gmm(gmm, 4, 0.1, np.random.default_rng(5))
+    np.testing.assert_allclose(np.asarray(gmm.weights).ravel(), [0.25] * 4)
+    first, second = read_model(MONO / "final.mdl"), read_model(MONO / "final.mdl")
+    occs = np.full(first.am_gmm.num_pdfs, 500.0)
+    for model in (first, second):
+        mix_up_model(model, occs, first.am_gmm.num_gauss + 20, 0.25, 0.01, 20.0, seed=3)
+    assert first.am_gmm.num_gauss > read_model(MONO / "final.mdl").am_gmm.num_gauss
+    for pdf in range(first.am_gmm.num_pdfs):
+        np.testing.assert_array_equal(first.am_gmm.get_pdf(pdf).means,
+                                      second.am_gmm.get_pdf(pdf).means)
 
 
 def test_stats_of_kaldis_alignments_and_their_sum_over_jobs(yesno_data, tmp_path):

@@ -4,7 +4,8 @@ from __future__ import annotations
 import kaldi_native_fbank as knf
 import numpy as np
 
-from emasr.feats.framing import FrameGeometry, check_audio_fits, extract_all_frames
+from emasr.feats.framing import (FrameGeometry, check_audio_fits, dithered, extract_all_frames,
+                                  take_dither)
 from emasr.feats.kaldi_options import fbank_options, read_kaldi_config
 from emasr.feats.wav import Audio
 
@@ -18,6 +19,7 @@ class FbankExtractor:
         self.config_paths = [config_path]
         self.opts = fbank_options(read_kaldi_config(config_path), source=config_path)
         self.geometry = FrameGeometry.of(self.opts.frame_opts)
+        self.dither = take_dither(self.opts.frame_opts)
 
     @property
     def dim(self) -> int:
@@ -25,4 +27,5 @@ class FbankExtractor:
 
     def compute(self, audio: Audio, source: str = "audio") -> np.ndarray:
         check_audio_fits(audio, self.geometry, source)
-        return extract_all_frames(knf.OnlineFbank(self.opts), audio.rate, audio.samples)
+        samples = dithered(audio.samples, self.dither, source)
+        return extract_all_frames(knf.OnlineFbank(self.opts), audio.rate, samples)

@@ -5,6 +5,7 @@ true by default), so their frame counts agree and can be pasted or aligned frame
 """
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +50,25 @@ def samples_for_knf(samples: np.ndarray) -> list[float]:
     element through numpy scalars; converting it to a list first (one C loop) is much faster and
     makes the whole extraction about 25% faster."""
     return samples.tolist()
+
+
+def take_dither(frame_opts) -> float:
+    """Move the dither amount out of knf's options (which draw from an RNG that differs in every
+    process) so that ``dithered`` applies it reproducibly; returns the amount."""
+    amount = float(frame_opts.dither)
+    frame_opts.dither = 0.0
+    return amount
+
+
+def dithered(samples: np.ndarray, amount: float, utterance: str) -> np.ndarray:
+    """Kaldi's dither (Gaussian noise of standard deviation ``amount`` on the raw sample values,
+    so that log energies of digital silence stay finite), drawn from a generator seeded by the
+    utterance id: features are identical on every rerun, whichever job computes them. Kaldi
+    draws new noise per frame; here overlapping frames share the noise of shared samples."""
+    if amount == 0.0:
+        return samples
+    rng = np.random.default_rng(zlib.crc32(utterance.encode("utf-8")))
+    return samples + amount * rng.standard_normal(len(samples))
 
 
 def extract_all_frames(online_extractor, sample_rate: float,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import kaldi_native_fbank as knf
 import numpy as np
 
-from emasr.feats.framing import (FrameGeometry, check_audio_fits, extract_all_frames,
-                                  samples_for_knf)
+from emasr.feats.framing import (FrameGeometry, check_audio_fits, dithered, extract_all_frames,
+                                  samples_for_knf, take_dither)
 from emasr.feats.kaldi_options import ConfigError, mfcc_options, pitch_options, read_kaldi_config
 from emasr.feats.wav import Audio, WavError
 
@@ -39,6 +39,7 @@ class MfccPitchExtractor:
         self.mfcc_opts = mfcc_options(read_kaldi_config(mfcc_config), source=mfcc_config)
         self.pitch_opts = pitch_options(read_kaldi_config(pitch_config), source=pitch_config)
         self.geometry = FrameGeometry.of(self.mfcc_opts.frame_opts)
+        self.dither = take_dither(self.mfcc_opts.frame_opts)
         pitch_geometry = FrameGeometry.of(self.pitch_opts.extract)
         if pitch_geometry != self.geometry:
             raise ConfigError(f"{pitch_config} and {mfcc_config} disagree on frame geometry "
@@ -51,8 +52,9 @@ class MfccPitchExtractor:
 
     def compute(self, audio: Audio, source: str = "audio") -> np.ndarray:
         check_audio_fits(audio, self.geometry, source)
-        wave = samples_for_knf(audio.samples)
-        mfcc = extract_all_frames(knf.OnlineMfcc(self.mfcc_opts), audio.rate, wave)
+        mfcc = extract_all_frames(knf.OnlineMfcc(self.mfcc_opts), audio.rate,
+                                  dithered(audio.samples, self.dither, source))
         pitch = knf.compute_and_process_kaldi_pitch(self.pitch_opts.extract,
-                                                    self.pitch_opts.process, wave)
+                                                    self.pitch_opts.process,
+                                                    samples_for_knf(audio.samples))
         return paste_feats([mfcc, pitch], source)

@@ -2,12 +2,15 @@
 
 Transitions: Kaldi's own TransitionModel::MleUpdate. GMMs: Kaldi's MleDiagGmmUpdate rules
 (weights, means, floored variances, low-count Gaussians removed) applied to the NumPy stats, since
-kaldi-hmm-gmm's accumulator cannot take them. Mixing up
-(AmDiagGmm::SplitByCount) gives each pdf Gaussians in proportion to its occupancy to the power
-``power``, as gmm-est --mix-up does.
+kaldi-hmm-gmm's accumulator cannot take them. Mixing up follows AmDiagGmm::SplitByCount (each pdf
+gets Gaussians in proportion to its occupancy to the power ``power``, then DiagGmm::Split halves
+its heaviest Gaussian and moves the two means apart by ``perturb_factor`` standard deviations
+along a random direction) but draws the direction from a seeded NumPy generator: the binding's
+own Split draws from an RNG that differs in every process, which made training irreproducible.
 """
 from __future__ import annotations
 
+import heapq
 import logging
 from dataclasses import dataclass
 
@@ -63,9 +66,61 @@ def update_gmm(gmm, occupancy: np.ndarray, x: np.ndarray, x2: np.ndarray,
     return num_gauss - int(keep.sum()), floored
 
 
+def split_targets(occupancy: np.ndarray, target: int, power: float, min_count: float) -> list[int]:
+    """Kaldi's GetSplitTargets: Gaussians per pdf, starting from one each, given one at a time to
+    the pdf with the largest occupancy**power per Gaussian, as long as every Gaussian of it
+    keeps ``min_count`` frames; returns the number of Gaussians per pdf."""
+    counts = [1] * len(occupancy)
+    queue = [(-float(occ) ** power, pdf) for pdf, occ in enumerate(occupancy)]
+    heapq.heapify(queue)
+    total = len(counts)
+    while total < target and queue:
+        _, pdf = heapq.heappop(queue)
+        if occupancy[pdf] <= 0 or (counts[pdf] + 1) * min_count >= occupancy[pdf]:
+            continue  # this pdf can take no more Gaussians
+        counts[pdf] += 1
+        total += 1
+        heapq.heappush(queue, (-float(occupancy[pdf]) ** power / counts[pdf], pdf))
+    return counts
+
+
+def split_gmm(gmm, target: int, perturb_factor: float, rng: np.random.Generator) -> None:
+    """Kaldi's DiagGmm::Split: until ``target`` Gaussians, halve the heaviest one into two
+    copies whose means differ by 2 * perturb_factor standard deviations along a random
+    direction."""
+    weights = list(np.asarray(gmm.weights, dtype=np.float64))
+    means = list(np.asarray(gmm.means, dtype=np.float64))
+    variances = list(np.asarray(gmm.vars, dtype=np.float64))
+    while len(weights) < target:
+        heaviest = int(np.argmax(weights))
+        weights[heaviest] /= 2
+        shift = perturb_factor * rng.standard_normal(len(means[heaviest])) \
+            * np.sqrt(variances[heaviest])
+        weights.append(weights[heaviest])
+        variances.append(variances[heaviest].copy())
+        means.append(means[heaviest] + shift)
+        means[heaviest] = means[heaviest] - shift
+    gmm.resize(len(weights), len(means[0]))
+    gmm.set_weights(np.asarray(weights, dtype=np.float32))
+    gmm.set_invvars_and_means((1.0 / np.asarray(variances)).astype(np.float32),
+                              np.asarray(means, dtype=np.float32))
+    gmm.compute_gconsts()
+
+
+def mix_up_model(model: KaldiModel, occupancy: np.ndarray, target: int, power: float,
+                 perturb_factor: float, min_count: float, seed: int) -> None:
+    """AmDiagGmm::SplitByCount with a seeded generator: pdfs only gain Gaussians."""
+    rng = np.random.default_rng(seed)
+    am_gmm = model.am_gmm
+    for pdf, count in enumerate(split_targets(occupancy, target, power, min_count)):
+        gmm = am_gmm.get_pdf(pdf)
+        if count > gmm.num_gauss:
+            split_gmm(gmm, count, perturb_factor, rng)
+
+
 def update_model(model: KaldiModel, stats: GmmStats, options: MleOptions = MleOptions(),
                  mix_up: int = 0, power: float = 0.2, perturb_factor: float = 0.01,
-                 min_count: float = 20.0) -> None:
+                 min_count: float = 20.0, seed: int = 0) -> None:
     """Update transitions and GMMs in place, then mix up to ``mix_up`` Gaussians (0: no)."""
     objf, count = model.transition_model.mle_update(stats.transitions,
                                                     kaldi_hmm_gmm.MleTransitionUpdateConfig())
@@ -83,8 +138,8 @@ def update_model(model: KaldiModel, stats: GmmStats, options: MleOptions = MleOp
     log.info("GMM update: overall avg like per frame = %.5f over %.0f frames",
              stats.log_like / max(stats.frames, 1.0), stats.frames)
     if mix_up > model.am_gmm.num_gauss:
-        model.am_gmm.split_by_count(stats.pdf_occupancy().astype(np.float32), mix_up,
-                                    perturb_factor, power, min_count)
+        mix_up_model(model, stats.pdf_occupancy(), mix_up, power, perturb_factor, min_count,
+                     seed)
         log.info("mixed up to %d Gaussians", model.am_gmm.num_gauss)
 
 
@@ -104,14 +159,16 @@ def write_occupancies(path: str, occs: np.ndarray) -> None:
 @click.option("--perturb-factor", type=float, default=0.01, show_default=True)
 @click.option("--min-count", type=float, default=20.0, show_default=True,
               help="Minimum count per Gaussian when mixing up.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the random directions along which mixing up splits Gaussians.")
 @click.option("--write-occs", type=click.Path(dir_okay=False), default=None,
               help="Write the per-pdf occupancies here (e.g. N.occs).")
 @click.option("--binary/--text", default=True, show_default=True)
 @click.argument("model_in", type=click.Path(dir_okay=False, exists=True))
 @click.argument("model_out", type=click.Path(dir_okay=False))
 @click.argument("stats", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True))
-def gmm_est_cli(min_gaussian_occupancy, mix_up, power, perturb_factor, min_count, write_occs,
-                binary, model_in, model_out, stats):
+def gmm_est_cli(min_gaussian_occupancy, mix_up, power, perturb_factor, min_count, seed,
+                write_occs, binary, model_in, model_out, stats):
     """Re-estimate MODEL_IN from the STATS files of all jobs (summed) into MODEL_OUT."""
     try:
         model = read_model(model_in)
@@ -121,7 +178,7 @@ def gmm_est_cli(min_gaussian_occupancy, mix_up, power, perturb_factor, min_count
                              f"{model.am_gmm.num_pdfs}")
         occs = total.pdf_occupancy()
         update_model(model, total, MleOptions(min_gaussian_occupancy), mix_up, power,
-                     perturb_factor, min_count)
+                     perturb_factor, min_count, seed)
     except ValueError as err:
         raise click.ClickException(str(err)) from None
     write_model(model_out, model, binary)
