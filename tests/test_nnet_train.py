@@ -95,6 +95,9 @@ def simulate(problem, workers, overrides):
                     optimizer.zero_grad()
                     out = predict(model, x, c["data"])
                     F.nll_loss(out.reshape(-1, NUM_PDFS), y.reshape(-1), ignore_index=-100).backward()
+                    if c["train"]["max_grad_norm"]:
+                        torch.nn.utils.clip_grad_norm_(model.parameters(),
+                                                       c["train"]["max_grad_norm"])
                     optimizer.step()
             restart = rule.step(torch.stack([model_to_vector(m) for m in models]).mean(0))
             ema.update(rule.global_model)
@@ -115,7 +118,8 @@ def saved_vector(path):
     pytest.param(4, TINY_DNN + ["sync.strategy=ma", "sync.ema_decay=0.5",
                                 "data.minibatch_frames=8"], marks=pytest.mark.slow),
     pytest.param(2, TINY_LSTM + ["sync.strategy=bmuf", "sync.nesterov=false",
-                                 "sync.ema_decay=0.7"], marks=pytest.mark.slow),
+                                 "train.max_grad_norm=0.5", "sync.ema_decay=0.7"],
+                 marks=pytest.mark.slow),
 ], ids=["2-dnn-bmuf-nesterov", "4-dnn-ma", "2-lstm-bmuf-classic"])
 def test_torchrun_workers_match_single_process_simulation(problem, tmp_path, workers, extra):
     overrides = extra + CONSTANT_LR

@@ -29,6 +29,8 @@ def test_config_rejects_unknown_keys_and_bad_values():
         configs.resolve(None, ["sync.strategy=async"])
     with pytest.raises(configs.ConfigError, match="not both"):
         configs.resolve(None, ["sync.ema_decay=0.9", "sync.ema_half_life_frames=1000"])
+    with pytest.raises(configs.ConfigError, match="max_grad_norm"):
+        configs.resolve(None, ["train.max_grad_norm=-1"])
     with pytest.raises(configs.ConfigError, match="hidden_size"):   # an LSTM key on a DNN
         configs.resolve(None, ["model.hidden_size=3"])
 

@@ -1,10 +1,15 @@
 """The whole default recipe on the tiny profile, in a temporary copy: every stage runs and
 RESULTS.md has every row of the paper's table with numbers, the GMM baselines and the plots.
 One run serves several checks (it is the slowest test): the GMM chain's tree, model and
-alignments, and the network targets made from this toolkit's own alignments."""
+alignments, the network targets made from this toolkit's own alignments, and the reference for a
+second run that is killed three times and rerun to the same results."""
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,30 +25,52 @@ LABELS = ("single", "MA", "MA+EMA", "BMUF", "BMUF+EMA")
 CER_WITH_INTERVAL = re.compile(r"^\d+\.\d\d \[-?\d+\.\d\d, \d+\.\d\d\]")
 
 
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """One uninterrupted run of the tiny recipe: (recipe dir, its run.sh result)."""
+    recipe = recipe_copy(tmp_path_factory.mktemp("tiny"), "aishell_sim")
+    return recipe, run_script([str(recipe / "run.sh"), "--profile", "tiny"])
+
+
+def network_rows(results: str) -> dict[tuple[str, str], list[str]]:
+    """RESULTS.md's network table: (arch, strategy) -> cells."""
+    table = results.split("## Networks")[1].split("\n## ")[0]
+    return {tuple(c.strip() for c in line.strip("|").split("|")[:2]):
+            [c.strip() for c in line.strip("|").split("|")]
+            for line in table.splitlines() if line.startswith(("| DNN", "| LSTM"))}
+
+
+def gmm_cer(results: str, system: str, column: int) -> float:
+    """A GMM baseline's CER (column 1: dev, 2: test) from RESULTS.md."""
+    table = results.split("## GMM-HMM baselines")[1].split("\n## ")[0]
+    line = next(l for l in table.splitlines() if l.startswith(f"| {system} |"))
+    return float(line.strip("|").split("|")[column].split()[0])
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_tiny_recipe_end_to_end(tmp_path):
-    recipe = recipe_copy(tmp_path, "aishell_sim")
-    result = run_script([str(recipe / "run.sh"), "--profile", "tiny"])
+def test_tiny_recipe_end_to_end(tiny_run):
+    recipe, result = tiny_run
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     for stage in range(8):
         assert (recipe / "exp" / "done" / f"stage{stage}").is_file()
     check_gmm_chain(recipe)
     check_targets_from_own_alignments(recipe)
     text = (recipe / "RESULTS.md").read_text(encoding="utf-8")
-    rows = {tuple(c.strip() for c in line.strip("|").split("|")[:2]):
-            [c.strip() for c in line.strip("|").split("|")]
-            for line in text.split("## Networks")[1].split("\n## ")[0].splitlines()
-            if line.startswith("| DNN") or line.startswith("| LSTM")}
+    rows = network_rows(text)
+    gmm = text.split("## GMM-HMM baselines")[1].split("\n## ")[0]
+    for system in ("mono", "tri1"):
+        line = next(l for l in gmm.splitlines() if l.startswith(f"| {system} |"))
+        assert len(CER_WITH_INTERVAL.findall(line.split("|")[2].strip())) == 1, line
+    # the triphones improve on the monophones, and every network on both (test CER; the dev
+    # set of 30 utterances is used to pick each system's LM weight)
+    assert gmm_cer(text, "tri1", 1) < gmm_cer(text, "mono", 1)
     for arch in ("DNN", "LSTM"):
         for label in LABELS:
             cells = rows[(arch, label)]
             assert cells[2] != "not run", (arch, label)
             assert CER_WITH_INTERVAL.match(cells[6]) and CER_WITH_INTERVAL.match(cells[7]), cells
-    gmm = text.split("## GMM-HMM baselines")[1].split("\n## ")[0]
-    for system in ("mono", "tri1"):
-        line = next(l for l in gmm.splitlines() if l.startswith(f"| {system} |"))
-        assert len(CER_WITH_INTERVAL.findall(line.split("|")[2].strip())) == 1, line
+            assert float(cells[7].split()[0]) < gmm_cer(text, "mono", 2), cells
     for plot in ("dev_frame_accuracy.png", "training_loss.png", "speedup.png"):
         assert (recipe / "plots" / plot).stat().st_size > 1000
     # a second run finds every marker and redoes nothing but the report
@@ -53,6 +80,89 @@ def test_tiny_recipe_end_to_end(tmp_path):
     assert "trained already" in again.stdout and "decoded already" in again.stdout
     assert "running: steps/" not in again.stdout
 
+
+def comparable(results: str, arch: str) -> list[str]:
+    """RESULTS.md less what differs between any two runs (the command, the machine, wall times),
+    restricted to one architecture's rows and lines (and the GMM baselines)."""
+    keep, section = [], ""
+    for line in results.splitlines():
+        if line.startswith("## "):
+            section = line
+        if line.startswith(("- command", "- stage wall times", "- machine")):
+            continue
+        if line.startswith(("| DNN", "| LSTM")):
+            if not line.startswith(f"| {arch} "):
+                continue
+            if section == "## Networks":
+                cells = line.split("|")
+                cells[11] = " time "   # the train time (s) column
+                line = "|".join(cells)
+        elif line.startswith(("- DNN:", "- LSTM:")):
+            if not line.startswith(f"- {arch}:") or "wall time" in line:
+                continue
+        keep.append(line)
+    return keep
+
+
+def interrupt_when(recipe: Path, args: list[str], ready, what: str, timeout: float = 900) -> None:
+    """Start run.sh and, once ready() is true (mid-stage), interrupt it as Ctrl-C does: SIGINT to
+    its process group. run.pl stops its jobs (their own process groups) on the way out; nothing
+    of the run may be left running afterwards."""
+    with open(recipe / f"interrupted_{what.replace(' ', '_')}.log", "w") as out:
+        proc = subprocess.Popen(args, cwd=recipe, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert proc.poll() is None, f"run.sh ended before it could be interrupted {what}"
+        assert time.monotonic() < deadline, f"never reached the point to interrupt it {what}"
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=120) != 0
+    deadline = time.monotonic() + 120
+    while processes_in(recipe):
+        assert time.monotonic() < deadline, \
+            f"processes of the run survived the interrupt {what}: {processes_in(recipe)}"
+        time.sleep(0.5)
+
+
+def processes_in(directory: Path) -> list[str]:
+    """Command lines of the processes whose working directory is in `directory`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.readlink(entry / "cwd").startswith(str(directory)):
+                found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_tiny_recipe_killed_at_three_stages_reruns_to_the_same_results(tiny_run, tmp_path):
+    reference, result = tiny_run
+    assert result.returncode == 0
+    recipe = recipe_copy(tmp_path, "aishell_sim")
+    # the DNN half of the recipe, interrupted in the monophone training (stage 4), in the middle
+    # of the second network training (stage 8) and in the network decoding (stage 9)
+    args = [str(recipe / "run.sh"), "--profile", "tiny", "--archs", "dnn"]
+    exp = recipe / "exp"
+    interrupt_when(recipe, args, lambda: (exp / "mono" / "log" / "acc.5.1.log").exists(),
+                   "in stage 4")
+    assert not (exp / "done" / "stage4").exists()
+    interrupt_when(recipe, args, lambda: any(exp.glob("nnet/dnn_ma_s1/checkpoints/*")),
+                   "in stage 8")
+    assert (exp / "nnet" / "dnn_single_s1" / ".done").exists()
+    assert not (exp / "nnet" / "dnn_ma_s1" / ".done").exists()
+    interrupt_when(recipe, args, lambda: any(exp.glob("nnet/dnn_ma_s1/decode_*/lat.*.gz")),
+                   "in stage 9")
+    final = run_script(args)
+    assert final.returncode == 0, (final.stdout + final.stderr)[-5000:]
+    # the rerun picked up where it was killed: stages 0-3 were not redone
+    assert final.stdout.count("done already") >= 4
+    got = (recipe / "RESULTS.md").read_text(encoding="utf-8")
+    want = (reference / "RESULTS.md").read_text(encoding="utf-8")
+    assert comparable(got, "DNN") == comparable(want, "DNN")
 
 def check_gmm_chain(recipe: Path) -> None:
     """mono -> align -> tri -> align left a real triphone tree, model and alignments."""

@@ -51,7 +51,7 @@ def numpy_reference(strategy, workers, w0, blocks, tau, lr, eta=0.0, zeta=1.0, n
             w_g = w_bar
             start = w_g
         else:
-            g = w_bar - w_g
+            g = w_bar - start   # the workers' progress from where they started
             d = eta * d + zeta * g
             w_g = w_g + d
             start = w_g + eta * d if nesterov else w_g
@@ -71,7 +71,7 @@ def toy_workers(n, dim=3, seed=0):
     return workers
 
 
-def run_constant(rule, moves, blocks, ema=None):
+def run_constant(rule, moves, blocks, ema=None, restarts=None):
     """1-parameter workers whose local block moves w by a fixed amount (a known gradient sum)."""
     rule.start(torch.zeros(1, dtype=torch.float64))
     restart = rule.global_model.clone()
@@ -79,6 +79,8 @@ def run_constant(rule, moves, blocks, ema=None):
     for _ in range(blocks):
         restart = rule.step(torch.stack([restart + m for m in moves]).mean(0))
         w_gs.append(float(rule.global_model))
+        if restarts is not None:
+            restarts.append(float(restart))
         if ema is not None:
             ema.update(rule.global_model)
             emas.append(float(ema.average))
@@ -94,9 +96,25 @@ def test_bmuf_classic_hand_computed():
 
 
 def test_bmuf_nesterov_hand_computed():
-    # restart from W_g + eta*D: 3 then 8; means 2, 5, 10; G = 2, 3, 4; D = 2, 4, 6; W_g = 2, 6, 12
-    w_g, _ = run_constant(BlockMomentum(0.5, 1.0, nesterov=True), [1.0, 3.0], 3)
-    assert w_g == [2.0, 6.0, 12.0]
+    # G is the progress from the restart point, 2 every block: D = 2, 3, 3.5 and W_g = 2, 5, 8.5
+    # as in classic BMUF, but the workers restart from W_g + eta*D = 3, 6.5, 10.25
+    restarts = []
+    w_g, _ = run_constant(BlockMomentum(0.5, 1.0, nesterov=True), [1.0, 3.0], 3,
+                          restarts=restarts)
+    assert w_g == [2.0, 5.0, 8.5]
+    assert restarts == [3.0, 6.5, 10.25]
+
+
+def test_bmuf_momentum_decays_when_the_workers_stop_moving():
+    # after one block of progress 2 the workers make none: D = 2, then eta^k * 2 (Nesterov and
+    # classic), so W_g converges to 2 / (1 - eta) = 4 instead of drifting on
+    for nesterov in (False, True):
+        rule = BlockMomentum(0.5, 1.0, nesterov=nesterov)
+        rule.start(torch.zeros(1, dtype=torch.float64))
+        restart = rule.step(torch.tensor([2.0], dtype=torch.float64) + rule.start_point())
+        for _ in range(30):
+            restart = rule.step(restart.clone())
+        assert float(rule.global_model) == pytest.approx(4.0, abs=1e-6), nesterov
 
 
 def test_ma_hand_computed():

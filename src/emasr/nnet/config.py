@@ -42,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
         "lr": 0.1,
         "momentum": 0.9,
         "weight_decay": 0.0,
+        "max_grad_norm": 0.0,             # clip each minibatch's gradient norm to this (0: off)
         "schedule": "newbob",             # newbob | exponential | constant
         "newbob_threshold": 0.001,        # halve the LR when dev frame accuracy gains less
         "lr_decay": 0.5,                  # the factor newbob halves by / exponential decays by
@@ -139,6 +140,9 @@ def validate(config: dict) -> None:
         raise ConfigError("set sync.ema_decay or sync.ema_half_life_frames, not both")
     if train["optimizer"] not in ("sgd", "adam"):
         raise ConfigError(f"train.optimizer '{train['optimizer']}': expected sgd or adam")
+    if float(train["max_grad_norm"]) < 0:
+        raise ConfigError(f"train.max_grad_norm must be >= 0 (0: no clipping), got "
+                          f"{train['max_grad_norm']}")
     if train["schedule"] not in ("newbob", "exponential", "constant"):
         raise ConfigError(f"train.schedule '{train['schedule']}': expected newbob, exponential "
                           "or constant")

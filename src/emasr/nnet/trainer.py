@@ -131,6 +131,7 @@ class Trainer:
                          self.num_pdfs, self.targets_dir)
         torch.manual_seed(int(c["train"]["init_seed"]) * 1000 + self.rank)   # dropout per rank
         self.optimizer = self._optimizer()
+        self.max_grad_norm = float(c["train"]["max_grad_norm"])
         s = c["sync"]
         self.rule = make_rule(s["strategy"], self.world, float(s["block_lr"]),
                               s["block_momentum"], bool(s["nesterov"]))
@@ -235,6 +236,8 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             loss, right, count = batch_stats(predict(self.model, x, self.config["data"]), y)
             (loss / max(count, 1.0)).backward()
+            if self.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
             self.optimizer.step()
             loss_sum += loss.item()
             correct += right

@@ -1,10 +1,15 @@
 """Blockwise model-update filtering (BMUF, Chen and Huo 2016) with classic or Nesterov momentum.
 
-    G   = W̄ - W_g                 the block's aggregated update
+    S   = W_g (classic) or W_g + eta * D (Nesterov): where the workers started the block
+    G   = W̄ - S                   the block's aggregated update (the workers' progress)
     D   <- eta * D + zeta * G      block momentum eta, block learning rate zeta
     W_g <- W_g + D
-    workers restart from W_g (classic) or from W_g + eta * D (Nesterov)
+    workers restart from the new S
 
+G is measured from the point the workers started from, as in Chen and Huo's G(t) = W̄(t) -
+W_g(t-1) where their W_g is that starting point: measured from the global model instead, a Nesterov
+G would count eta * D a second time, the momentum would act as eta * (1 + zeta) (1.0 at the
+defaults for 2 workers) and D would never decay (the global model drifted while the LR fell).
 With eta = 0 and zeta = 1 this is model averaging.
 """
 from __future__ import annotations
@@ -33,13 +38,17 @@ class BlockMomentum:
         self.global_model = initial.detach().clone()
         self.delta = torch.zeros_like(self.global_model)
 
-    def step(self, average: torch.Tensor) -> torch.Tensor:
-        update = average - self.global_model
-        self.delta.mul_(self.eta).add_(update, alpha=self.zeta)
-        self.global_model.add_(self.delta)
+    def start_point(self) -> torch.Tensor:
+        """Where the workers start a block from."""
         if self.nesterov:
             return self.global_model + self.eta * self.delta
         return self.global_model.clone()
+
+    def step(self, average: torch.Tensor) -> torch.Tensor:
+        update = average - self.start_point()
+        self.delta.mul_(self.eta).add_(update, alpha=self.zeta)
+        self.global_model.add_(self.delta)
+        return self.start_point()
 
     def state_dict(self) -> dict:
         return {"global_model": _copy(self.global_model), "delta": _copy(self.delta)}
