@@ -85,21 +85,19 @@ def comparable(results: str, arch: str) -> list[str]:
     """RESULTS.md less what differs between any two runs (the command, the machine, wall times),
     restricted to one architecture's rows and lines (and the GMM baselines)."""
     keep, section = [], ""
+    other = "LSTM" if arch == "DNN" else "DNN"
     for line in results.splitlines():
         if line.startswith("## "):
             section = line
-        if line.startswith(("- command", "- stage wall times", "- machine")):
+        if line.startswith(("- command", "- stage wall times", "- machine", f"- {other}",
+                            f"| {other} ")):
             continue
-        if line.startswith(("| DNN", "| LSTM")):
-            if not line.startswith(f"| {arch} "):
-                continue
-            if section == "## Networks":
-                cells = line.split("|")
-                cells[11] = " time "   # the train time (s) column
-                line = "|".join(cells)
-        elif line.startswith(("- DNN:", "- LSTM:")):
-            if not line.startswith(f"- {arch}:") or "wall time" in line:
-                continue
+        if line.startswith(f"- {arch}:") and "wall time" in line:
+            continue
+        if line.startswith(f"| {arch} ") and section == "## Networks":
+            cells = line.split("|")
+            cells[11] = " time "   # the train time (s) column
+            line = "|".join(cells)
         keep.append(line)
     return keep
 

@@ -30,6 +30,8 @@ epochs=             # network epochs (default: per profile)
 block_size=         # tau: minibatches between syncs (default: per profile)
 ema_half_life_frames=  # EMA half life in training frames (default: per profile)
 nnet_opts=          # extra config overrides for every network, e.g. "model.dropout=0.1"
+mono_subset=        # the monophones train on this many shortest utterances, 0: all (Kaldi's
+                    # "2kshort" subsets; default: per profile)
 mono_totgauss=      # GMM sizes (default: per profile)
 num_leaves=
 tri_totgauss=
@@ -96,7 +98,7 @@ case "$profile" in
   tiny)
     : "${nj:=2}" "${num_workers:=2}" "${seeds:=1}" "${epochs:=12}" "${block_size:=4}"
     : "${ema_half_life_frames:=1500}" "${mono_totgauss:=300}" "${num_leaves:=200}"
-    : "${tri_totgauss:=1200}"
+    : "${tri_totgauss:=1200}" "${mono_subset:=0}"
     mono_opts="--num-iters 20"
     targets_opts="--max-lost 0.05"   # 230 utterances: a dozen unaligned is already 5%
     # Network frames are 30 ms (3 stacked): a larger acoustic scale than the GMMs' 0.1 keeps the
@@ -115,7 +117,7 @@ case "$profile" in
   small)
     : "${nj:=2}" "${num_workers:=2}" "${seeds:=1}" "${epochs:=6}" "${block_size:=16}"
     : "${ema_half_life_frames:=90000}" "${mono_totgauss:=1000}" "${num_leaves:=1200}"
-    : "${tri_totgauss:=10000}"
+    : "${tri_totgauss:=10000}" "${mono_subset:=2000}"
     mono_opts=
     targets_opts=
     : "${gmm_decode_opts:=--beam 11 --lattice-beam 5}" "${nnet_decode_opts:=--beam 11 --lattice-beam 5}"
@@ -126,7 +128,7 @@ case "$profile" in
   large)
     : "${nj:=16}" "${num_workers:=8}" "${seeds:=1}" "${epochs:=10}" "${block_size:=16}"
     : "${ema_half_life_frames:=1000000}" "${mono_totgauss:=2000}" "${num_leaves:=3000}"
-    : "${tri_totgauss:=40000}"
+    : "${tri_totgauss:=40000}" "${mono_subset:=10000}"
     mono_opts=
     targets_opts=
     : "${gmm_decode_opts:=--beam 13 --lattice-beam 8}" "${nnet_decode_opts:=--beam 13 --lattice-beam 8}"
@@ -269,9 +271,14 @@ if stage_on 3 && begin_stage 3 "features: MFCC+pitch (GMMs) and fbank (networks)
 fi
 
 if stage_on 4 && begin_stage 4 "monophone GMM"; then
+  mono_data=data/train
+  if [ "$mono_subset" -gt 0 ]; then
+    mono_data=data/train_${mono_subset}short
+    run utils/subset_data_dir.sh --shortest data/train "$mono_subset" "$mono_data"
+  fi
   # shellcheck disable=SC2086
   run steps/train_mono.sh --cmd "$train_cmd" --nj "$nj" --totgauss "$mono_totgauss" $mono_opts \
-    data/train data/lang exp/mono
+    "$mono_data" data/lang exp/mono
   end_stage 4
 fi
 
