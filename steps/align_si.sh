@@ -42,6 +42,7 @@ for f in "$data/feats.scp" "$data/text" "$lang/L.fst" "$lang/words.txt" \
          "$srcdir/final.mdl" "$srcdir/tree"; do
   [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
 done
+check_phones_compatible.sh "$lang/phones.txt" "$srcdir/phones.txt"
 cmvn_opts=$(cat "$srcdir/cmvn_opts" 2>/dev/null || true)
 delta_order=$(cat "$srcdir/delta_order" 2>/dev/null || echo 2)
 

@@ -63,6 +63,7 @@ for f in "$alidir/final.mdl" "$alidir/ali.1.gz" "$alidir/num_jobs" "$data/feats.
          "$lang/phones/context_indep.csl" "$lang/topo" "$lang/L.fst"; do
   [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
 done
+check_phones_compatible.sh "$lang/phones.txt" "$alidir/phones.txt"
 ali_nj=$(cat "$alidir/num_jobs")
 if [ -n "$nj" ] && [ "$nj" != "$ali_nj" ]; then
   echo "$0: warning: --nj $nj ignored: using the $ali_nj jobs of $alidir (its alignment splits)" >&2

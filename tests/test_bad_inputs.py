@@ -206,3 +206,26 @@ def test_diverging_training_stops_instead_of_writing_a_nan_model(problem, tmp_pa
     assert "training diverged: the loss of epoch 1 block" in result.output
     assert "lower train.lr" in result.output
     assert not (exp / "final.pt").exists()
+
+
+def test_lang_dir_from_another_dict_is_refused_by_the_gmm_steps(tmp_path):
+    # Kaldi's yesno model (phones SIL 1, Y 2, N 3) with a lang dir whose dict numbers Y and N the
+    # other way round: aligning or building a tree with it would silently swap the two phones
+    lang = tmp_path / "lang"
+    shutil.copytree(YESNO / "data" / "lang", lang)
+    table = (lang / "phones.txt").read_text()
+    assert "Y 2\nN 3" in table
+    (lang / "phones.txt").write_text(table.replace("Y 2\nN 3", "N 2\nY 3"))
+    model = tmp_path / "mono"
+    shutil.copytree(YESNO / "exp" / "mono", model)
+    shutil.copyfile(YESNO / "data" / "lang" / "phones.txt", model / "phones.txt")
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("feats.scp", "text"):
+        (data / name).write_text("")
+    for script, args in (("align_si.sh", [data, lang, model, tmp_path / "ali"]),
+                         ("train_deltas.sh", [10, 100, data, lang, model, tmp_path / "tri"])):
+        result = run_script([str(REPO / "steps" / script)] + [str(a) for a in args], cwd=tmp_path)
+        assert result.returncode == 1, script
+        assert "not compatible" in result.stderr and str(lang / "phones.txt") in result.stderr
+        assert not (tmp_path / "ali").exists() and not (tmp_path / "tri").exists()
