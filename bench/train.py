@@ -9,6 +9,7 @@
     workers over 1 worker, the same data (one epoch) split among them, --threads per worker.
 
 Usage: python bench/train.py [--workers 1,2] [--utts 64] [--hidden 256] [--layers 4] [--tau 4]
+                           [--json speedup.json]   (for `emasr report --bench speedup.json`)
 """
 from __future__ import annotations
 
@@ -124,6 +125,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads per worker (and for (a)); 1 keeps workers independent")
+    parser.add_argument("--json", default=None,
+                        help="also write (d) here as [{workers, frames_per_second}] for "
+                             "`emasr report --bench`")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory(prefix="bench_train.") as root:
@@ -157,9 +161,14 @@ def main() -> None:
                   f"{r['bytes_reduced'] / r['syncs'] / 1e6:.2f} MB per sync per worker")
         base = results[min(results)]["frames"] / results[min(results)]["seconds_train"]
         print("(d) workers  frames/s  speed-up  (all workers together, one epoch)")
-        for n, r in results.items():
-            fps = r["frames"] / r["seconds_train"]
-            print(f"    {n:7d}  {fps:8.0f}  {fps / base:8.2f}")
+        curve = [{"workers": n, "frames_per_second": r["frames"] / r["seconds_train"]}
+                 for n, r in results.items()]
+        for point in curve:
+            fps = point["frames_per_second"]
+            print(f"    {point['workers']:7d}  {fps:8.0f}  {fps / base:8.2f}")
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(curve, f, indent=1)
 
 
 if __name__ == "__main__":

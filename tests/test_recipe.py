@@ -57,6 +57,19 @@ def test_decoding_without_trained_networks_fails_clearly(tmp_path):
     assert "no trained network in exp/nnet" in result.stdout
 
 
+def test_nnet_train_opts_reach_train_sh_with_their_quoting(tmp_path):
+    # no targets yet: train.sh gets past its option parsing (a wrongly split quoted value would
+    # be a usage error) and stops at the missing input, naming it
+    recipe = recipe_copy(tmp_path, "aishell_sim")
+    result = run_script([str(recipe / "run.sh"), "--profile", "tiny", "--stage", "8",
+                         "--stop-stage", "8", "--archs", "dnn", "--strategies", "single",
+                         "--nnet-train-opts", "--torchrun-opts '--nnodes 1 --max-restarts 0'"])
+    assert result.returncode == 1
+    output = result.stdout + result.stderr
+    assert "--torchrun-opts --nnodes 1 --max-restarts 0" in output
+    assert "Usage:" not in output and "expected file exp/nnet/targets" in output
+
+
 def test_report_stage_writes_every_row_when_nothing_ran(tmp_path):
     recipe = recipe_copy(tmp_path, "aishell_sim")
     result = run_script([str(recipe / "run.sh"), "--profile", "tiny", "--stage", "10",

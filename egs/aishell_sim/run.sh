@@ -30,6 +30,8 @@ epochs=             # network epochs (default: per profile)
 block_size=         # tau: minibatches between syncs (default: per profile)
 ema_half_life_frames=  # EMA half life in training frames (default: per profile)
 nnet_opts=          # extra config overrides for every network, e.g. "model.dropout=0.1"
+nnet_train_opts=    # extra options of steps/nnet/train.sh, e.g. multi-node torchrun:
+                    # "--torchrun-opts '--nnodes 2 --rdzv-backend c10d --rdzv-endpoint h1:29400'"
 mono_subset=        # the monophones train on this many shortest utterances, 0: all (Kaldi's
                     # "2kshort" subsets; default: per profile)
 mono_totgauss=      # GMM sizes (default: per profile)
@@ -60,7 +62,9 @@ Options:
   --seeds '1 2 3'               seeds of every network run (default 1)
   --lrs '0.05 0.1 0.2'          learning-rate grid, the best on dev frame accuracy is reported
   --epochs N --block-size TAU --ema-half-life-frames F --nnet-opts 'key=value ...'
+  --nnet-train-opts '...'       extra options of steps/nnet/train.sh (e.g. --torchrun-opts)
   --corpus-dir DIR --simulate true|false --lm-text FILE   use an existing corpus
+  --mono-subset N --mono-totgauss N --num-leaves N --tri-totgauss N   GMM sizes
   --gmm-decode-opts '--beam 11 --lattice-beam 5'  --nnet-decode-opts '...'
   --scoring-opts '--min-lmwt 7 --max-lmwt 17 --word-ins-penalty 0.0,0.5,1.0'
   --results FILE                report file (default $results)
@@ -115,15 +119,18 @@ case "$profile" in
     lstm_opts="model.num_layers=1 model.hidden_size=256 model.proj_size=128 features.norm_vars=true train.lr=0.1 data.chunks_per_minibatch=4"
     ;;
   small)
-    : "${nj:=2}" "${num_workers:=2}" "${seeds:=1}" "${epochs:=6}" "${block_size:=16}"
+    : "${nj:=2}" "${num_workers:=2}" "${seeds:=1}" "${epochs:=3}" "${block_size:=16}"
     : "${ema_half_life_frames:=90000}" "${mono_totgauss:=1000}" "${num_leaves:=1200}"
     : "${tri_totgauss:=10000}" "${mono_subset:=2000}"
     mono_opts=
     targets_opts=
-    : "${gmm_decode_opts:=--beam 11 --lattice-beam 5}" "${nnet_decode_opts:=--beam 11 --lattice-beam 5}"
-    : "${scoring_opts:=--min-lmwt 7 --max-lmwt 17 --word-ins-penalty 0.0,0.5}"
-    dnn_opts="model.hidden_layers=4 model.hidden_dim=512"
-    lstm_opts="model.num_layers=2 model.hidden_size=384 model.proj_size=128"
+    : "${gmm_decode_opts:=--beam 11 --lattice-beam 5}"
+    : "${nnet_decode_opts:=--acwt 0.5 --beam 11 --lattice-beam 5}"
+    : "${scoring_opts:=--min-lmwt 1 --max-lmwt 17 --word-ins-penalty 0.0,0.5}"
+    # sized so that six trainings fit the 90 minutes of the whole recipe on 2 cores (estimated
+    # from the tiny profile's frames per second); the stabilizers are the tiny profile's
+    dnn_opts="model.hidden_layers=3 model.hidden_dim=512 model.norm=layernorm features.norm_vars=true train.momentum=0.5"
+    lstm_opts="model.num_layers=1 model.hidden_size=256 model.proj_size=128 features.norm_vars=true train.lr=0.1 data.chunks_per_minibatch=8"
     ;;
   large)
     : "${nj:=16}" "${num_workers:=8}" "${seeds:=1}" "${epochs:=10}" "${block_size:=16}"
@@ -315,6 +322,7 @@ fi
 
 if stage_on 8; then
   log "stage 8: network training: archs '$archs', runs '$(base_strategies)', seeds '$seeds'"
+  eval "train_extra=($nnet_train_opts)"   # the options may quote their own values
   for dir in $(nnet_dirs); do
     if [ -f "$dir/.done" ]; then
       log "$dir: trained already ($dir/.done); skipped"
@@ -335,6 +343,7 @@ if stage_on 8; then
     run steps/nnet/train.sh --cmd "$cuda_cmd" --nnet-config "conf/nnet/$arch.yaml" \
       --num-workers "$workers" --strategy "$base" --block-size "$block_size" --epochs "$epochs" \
       ${ema_opts[@]+"${ema_opts[@]}"} --set-opts "$set_opts" --resume true \
+      ${train_extra[@]+"${train_extra[@]}"} \
       exp/nnet/targets data/train_fbank data/dev_fbank "$dir"
     echo "$(( $(date +%s) - start )) s" > "$dir/.done"
   done
