@@ -162,6 +162,7 @@ def test_tiny_recipe_killed_at_three_stages_reruns_to_the_same_results(tiny_run,
     want = (reference / "RESULTS.md").read_text(encoding="utf-8")
     assert comparable(got, "DNN") == comparable(want, "DNN")
 
+
 def check_gmm_chain(recipe: Path) -> None:
     """mono -> align -> tri -> align left a real triphone tree, model and alignments."""
     num_utts = len((recipe / "data/train_dev/text").read_text().splitlines())
