@@ -13,6 +13,19 @@ YESNO = FIXTURES / "kaldi_yesno"
 
 
 @pytest.fixture
+def one_torch_thread(monkeypatch):
+    """One torch thread per training process (EMASR_NUM_THREADS=1, and torch's setting restored
+    afterwards): results do not depend on it, and on a shared 2-core machine oversubscribed
+    OpenMP threads make training many times slower."""
+    import torch
+
+    monkeypatch.setenv("EMASR_NUM_THREADS", "1")
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
 def yesno() -> Path:
     """The Kaldi yesno fixture, written by real Kaldi; tests only read it."""
     if not YESNO.is_dir():

@@ -10,7 +10,6 @@ import shutil
 import kaldiio
 import numpy as np
 import pytest
-import torch
 from click.testing import CliRunner
 
 from emasr.cli import main
@@ -21,12 +20,7 @@ from nnet_synthetic import TINY_DNN, make_problem
 SETS = sum((["--set", o] for o in TINY_DNN + ["sync.strategy=single", "sync.ema_decay=0.5"]), [])
 
 
-@pytest.fixture(autouse=True)
-def one_thread(monkeypatch):
-    monkeypatch.setenv("EMASR_NUM_THREADS", "1")
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

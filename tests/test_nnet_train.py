@@ -29,14 +29,7 @@ from nnet_synthetic import (DIM, NUM_PDFS, TINY_DNN, TINY_LSTM, make_corpus, mak
 CONSTANT_LR = ["train.schedule=constant"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread_per_worker(monkeypatch):
-    """One torch thread per worker: the results do not depend on it, and on a shared 2-core
-    machine oversubscribed OpenMP threads make training many times slower."""
-    monkeypatch.setenv("EMASR_NUM_THREADS", "1")
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -40,11 +40,16 @@ def network_rows(results: str) -> dict[tuple[str, str], list[str]]:
             for line in table.splitlines() if line.startswith(("| DNN", "| LSTM"))}
 
 
-def gmm_cer(results: str, system: str, column: int) -> float:
-    """A GMM baseline's CER (column 1: dev, 2: test) from RESULTS.md."""
+def gmm_cells(results: str, system: str) -> list[str]:
+    """A GMM baseline's row of RESULTS.md: [system, dev CER [CI], test CER [CI]]."""
     table = results.split("## GMM-HMM baselines")[1].split("\n## ")[0]
     line = next(l for l in table.splitlines() if l.startswith(f"| {system} |"))
-    return float(line.strip("|").split("|")[column].split()[0])
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def gmm_cer(results: str, system: str, column: int) -> float:
+    """A GMM baseline's CER (column 1: dev, 2: test) from RESULTS.md."""
+    return float(gmm_cells(results, system)[column].split()[0])
 
 
 @pytest.mark.slow
@@ -58,10 +63,9 @@ def test_tiny_recipe_end_to_end(tiny_run):
     check_targets_from_own_alignments(recipe)
     text = (recipe / "RESULTS.md").read_text(encoding="utf-8")
     rows = network_rows(text)
-    gmm = text.split("## GMM-HMM baselines")[1].split("\n## ")[0]
     for system in ("mono", "tri1"):
-        line = next(l for l in gmm.splitlines() if l.startswith(f"| {system} |"))
-        assert len(CER_WITH_INTERVAL.findall(line.split("|")[2].strip())) == 1, line
+        cells = gmm_cells(text, system)
+        assert len(CER_WITH_INTERVAL.findall(cells[1])) == 1, cells
     # the triphones improve on the monophones, and every network on both (test CER; the dev
     # set of 30 utterances is used to pick each system's LM weight)
     assert gmm_cer(text, "tri1", 1) < gmm_cer(text, "mono", 1)

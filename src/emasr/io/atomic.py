@@ -40,19 +40,8 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
 
     On any exception the temporary file is removed and `path` is left as it was.
     """
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp.", dir=directory)
-    binary = "b" in mode
-    try:
-        with os.fdopen(fd, mode, **({} if binary else {"encoding": encoding, "newline": newline})) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    text_options = {} if "b" in mode else {"encoding": encoding, "newline": newline}
+    with atomic_path(path) as tmp, open(tmp, mode, **text_options) as f:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
