@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Decoding speed: emasr's decode step against the bare Kaldi decoder call, same matrices, same run.
 
-For each decoder (lattice-simple, lattice-faster) it times
+For each decoder (lattice-faster, lattice-simple) it times
   - bare: the C++ decoder on log-likelihoods already mapped to transition ids and scaled
     (UtteranceDecoder.run_decoder), nothing else;
   - step: emasr's whole per-job path (decode_job: checks, pdf -> transition-id mapping, decoding,
@@ -14,6 +14,9 @@ Graph and likelihoods: --graph-dir (HCLG.fst) with --model (Kaldi final.mdl) and
 (an rspecifier) when given; otherwise a synthetic task: a lexicon of --words words over 40 phones
 (3-state HMMs), a backoff bigram, a monophone model, and oracle log-likelihoods (the true pdf
 favoured by --margin nats, Gaussian noise) for random 8-word sentences.
+
+With --text (a reference transcript) it also prints the 1-best's CER, to weigh a faster setting
+(e.g. a smaller --max-active) against what it costs.
 
 Usage: . ./path.sh && python bench/decode.py [--words 3000] [--utts 20] [--repeats 2]
 """
@@ -75,7 +78,7 @@ def timed(func) -> tuple[float, float]:
 
 def bench_decoder(name: str, hclg, trans_model, utts, args, workdir: str) -> None:
     config = DecodeConfig(beam=args.beam, lattice_beam=args.lattice_beam, acwt=args.acwt,
-                          decoder=name)
+                          max_active=args.max_active, decoder=name)
     decoder = UtteranceDecoder(hclg, trans_model, config)
     mapped = [(utt, decoder.map_to_transition_ids(x)) for utt, x in utts]
     seconds = sum(len(x) for _, x in utts) * args.frame_shift
@@ -93,10 +96,27 @@ def bench_decoder(name: str, hclg, trans_model, utts, args, workdir: str) -> Non
     for _ in range(args.repeats):
         best_bare = min(best_bare, timed(bare))
         best_step = min(best_step, timed(step))
+    accuracy = f" | CER {char_error_rate(decoder, utts, args):.2f}%" if args.text else ""
     print(f"{name:15s} bare decoder {seconds / best_bare[0]:7.1f}x real time "
           f"(cpu {best_bare[1]:.2f} s) | decode step {seconds / best_step[0]:7.1f}x real time "
           f"(cpu {best_step[1]:.2f} s) | step/bare speed ratio {best_bare[0] / best_step[0]:.3f} "
-          f"(cpu {best_bare[1] / best_step[1]:.3f}; target >= 0.90)")
+          f"(cpu {best_bare[1] / best_step[1]:.3f}; target >= 0.90){accuracy}")
+
+
+def char_error_rate(decoder: UtteranceDecoder, utts, args) -> float:
+    """CER of the 1-best at the decoding scale against --text (words split into characters,
+    words in <...> dropped), so that a speed-up can be weighed against what it costs."""
+    import kaldialign
+
+    names = dict(line.split()[::-1] for line in open(os.path.join(args.graph_dir, "words.txt")))
+    refs = {line.split()[0]: "".join(line.split()[1:]) for line in open(args.text)}
+    errors = total = 0
+    for utt, loglikes in utts:
+        words = [names[str(w)] for w in decoder.decode(utt, loglikes).words]
+        hyp = "".join(w for w in words if not w.startswith("<"))
+        errors += kaldialign.edit_distance(list(refs[utt]), list(hyp))["total"]
+        total += len(refs[utt])
+    return 100.0 * errors / max(total, 1)
 
 
 def main() -> None:
@@ -108,8 +128,11 @@ def main() -> None:
     parser.add_argument("--graph-dir", default=None)
     parser.add_argument("--model", default=None, help="Kaldi final.mdl (with --graph-dir)")
     parser.add_argument("--loglikes", default=None, help="rspecifier (with --graph-dir)")
+    parser.add_argument("--text", default=None,
+                        help="reference text (with --graph-dir): also print the 1-best's CER")
     parser.add_argument("--beam", type=float, default=13.0)
     parser.add_argument("--lattice-beam", type=float, default=8.0)
+    parser.add_argument("--max-active", type=int, default=7000, help="(lattice-faster only)")
     parser.add_argument("--acwt", type=float, default=0.1)
     parser.add_argument("--frame-shift", type=float, default=0.01)
     parser.add_argument("--repeats", type=int, default=2)
@@ -129,7 +152,8 @@ def main() -> None:
                                                      args.seed)
         frames = sum(len(x) for _, x in utts)
         print(f"{len(utts)} utterances, {frames} frames ({frames * args.frame_shift:.1f} s), "
-              f"beam {args.beam}, lattice beam {args.lattice_beam}, acwt {args.acwt}")
+              f"beam {args.beam}, lattice beam {args.lattice_beam}, max-active {args.max_active} "
+              f"(lattice-faster), acwt {args.acwt}")
         for name in args.decoders.split(","):
             bench_decoder(name, hclg, trans_model, utts, args, workdir)
 

@@ -13,8 +13,8 @@ lattice_beam=8.0
 max_active=7000
 min_active=200
 acwt=0.083333    # Kaldi's GMM default (1/12)
-decoder=lattice-faster  # bounded by --max-active (weak GMMs make lattice-simple's beam-only
-                        # search explode); lattice-simple writes real lattices for LM-weight sweeps
+decoder=lattice-faster  # bounded by --max-active; lattice-simple prunes by --beam only (with weak
+                        # GMMs its search explodes). Both write lattices for LM-weight sweeps.
 model=           # default: <srcdir>/final.mdl
 delta_order=     # default: <srcdir>/delta_order if the training step left one, else 2
 skip_scoring=false
@@ -27,7 +27,7 @@ The GMM exp dir (final.mdl, cmvn_opts) is the parent of <decode-dir> (Kaldi's la
 Options:
   --nj <n> --cmd <run.pl|queue.pl ..> --stage <n>
   --beam <b> --lattice-beam <b> --max-active <n> --min-active <n> --acwt <scale>
-  --decoder <lattice-simple|lattice-faster> --model <final.mdl> --delta-order <n>
+  --decoder <lattice-faster|lattice-simple> --model <final.mdl> --delta-order <n>
   --skip-scoring <true|false> --scoring-opts '<opts for local/score.sh>'"
 
 utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"

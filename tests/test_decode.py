@@ -18,6 +18,7 @@ from emasr.decode.fstutil import read_fst
 from emasr.decode.graph import make_graph
 from emasr.decode.lattice_io import (LatticeArchiveWriter, best_paths, read_lattices,
                                      to_kaldifst)
+from emasr.stack import kaldi_hmm_gmm
 
 ALLOWED = set(SENTENCES)
 
@@ -163,7 +164,8 @@ def test_triphone_context_graph_decodes(toy, tmp_path, decoder):
     assert words_of(lang, hyp.words) in ALLOWED
 
 
-def test_lm_weight_sweep_on_the_lattice_changes_the_winner(tmp_path):
+@pytest.mark.parametrize("decoder", DECODERS)
+def test_lm_weight_sweep_on_the_lattice_changes_the_winner(tmp_path, decoder):
     """The lattice keeps the runner-up: with a grammar that prefers "A B C" by 8 nats and
     likelihoods that prefer "B C D" slightly, a low LM weight picks B C D, a high one A B C."""
     lang = make_lang(str(tmp_path / "lang"), LEXICON, GRAMMAR.replace(
@@ -171,7 +173,7 @@ def test_lm_weight_sweep_on_the_lattice_changes_the_winner(tmp_path):
     trans_model, ctx_dep = monophone_model(lang.lang_dir)
     make_graph(lang.lang_dir, str(tmp_path / "graph"), trans_model, ctx_dep)
     dec = UtteranceDecoder(read_fst(tmp_path / "graph" / "HCLG.fst"), trans_model,
-                           DecodeConfig(acwt=0.1))
+                           DecodeConfig(acwt=0.1, decoder=decoder))
     phones = [lang.phones[p] for p in ["SIL", "b1", "b2", "b3", "c1", "a2", "d1", "b2", "SIL"]]
     pdfs = pdf_sequence(trans_model, phones, frames_per_state=3)
     loglikes = oracle_loglikes(pdfs, trans_model.num_pdfs, seed=3, noise=0.05, margin=0.5)
@@ -183,6 +185,28 @@ def test_lm_weight_sweep_on_the_lattice_changes_the_winner(tmp_path):
     best = best_paths(arcs, [1.0, 10.0], [0.0])
     assert words_of(lang, best[(1.0, 0.0)]) == "B C D"
     assert words_of(lang, best[(10.0, 0.0)]) == "A B C"
+
+
+def test_lattice_faster_raw_lattice_agrees_with_the_binding_and_honours_max_active(toy):
+    """The lattice read through emasr.decode.lattice_faster is that of kaldi-hmm-gmm's own
+    LatticeFasterDecoder: its best path has the words of the binding's best-path decode, and a
+    smaller --max-active leaves fewer paths in it."""
+    lang, trans_model, graph, _ = toy
+    hclg = read_fst(graph / "HCLG.fst")
+    wide = UtteranceDecoder(hclg, trans_model, DecodeConfig(beam=30, lattice_beam=30))
+    narrow = UtteranceDecoder(hclg, trans_model, DecodeConfig(beam=30, lattice_beam=30,
+                                                              max_active=2, min_active=1))
+    binding = kaldi_hmm_gmm.LatticeFasterDecoderStdVectorFst(
+        hclg, kaldi_hmm_gmm.LatticeFasterDecoderConfig(beam=30, lattice_beam=30))
+    for seed, sentence in enumerate(sorted(ALLOWED)):
+        loglikes = sentence_loglikes(lang, trans_model, sentence, seed)
+        loglikes += np.random.default_rng(seed).normal(0, 3.0, loglikes.shape)  # ambiguous
+        hyp = wide.decode("u", loglikes)
+        ok, _, words, _ = kaldi_hmm_gmm.decode_utterance_lattice_faster(
+            binding, kaldi_hmm_gmm.DecodableCtc(wide.map_to_transition_ids(loglikes)),
+            trans_model, "u", True)
+        assert ok and hyp.words == list(words)
+        assert narrow.decode("u", loglikes).lattice.num_states < hyp.lattice.num_states
 
 
 def test_kaldi_text_lattice_archive_is_read(tmp_path):

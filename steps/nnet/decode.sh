@@ -20,7 +20,7 @@ lattice_beam=8.0
 max_active=7000
 min_active=200
 acwt=0.1            # acoustic scale for network log-likelihoods
-decoder=lattice-simple
+decoder=lattice-faster  # bounded by --max-active; lattice-simple prunes by --beam only
 frame_shift=0.03    # seconds per network frame (10 ms * stacking factor), for the real-time factor
 keep_loglikes=false # keep loglikes.JOB.{ark,scp} after decoding
 skip_scoring=false
@@ -33,7 +33,7 @@ Options:
   --nj <n> --cmd <run.pl|queue.pl ..> --stage <n> --model <final|ema> --srcdir <nnet-exp-dir>
   --trans-mdl <final.mdl> --prior-scale <s> --num-threads <n>
   --beam <b> --lattice-beam <b> --max-active <n> --min-active <n> --acwt <scale>
-  --decoder <lattice-simple|lattice-faster> --frame-shift <s> --keep-loglikes <true|false>
+  --decoder <lattice-faster|lattice-simple> --frame-shift <s> --keep-loglikes <true|false>
   --skip-scoring <true|false> --scoring-opts '<opts for local/score.sh>'"
 
 utils_dir="$(cd "$(dirname "$0")/../../utils" && pwd)"

@@ -133,10 +133,10 @@ def decode_options(func):
                      help="Fewest active states per frame (lattice-faster only)."),
         click.option("--acwt", "--acoustic-scale", "acwt", type=float, default=0.1,
                      show_default=True, help="Acoustic scale applied to the log-likelihoods."),
-        click.option("--decoder", type=click.Choice(DECODERS), default="lattice-simple",
+        click.option("--decoder", type=click.Choice(DECODERS), default="lattice-faster",
                      show_default=True,
-                     help="lattice-simple writes real lattices; lattice-faster honours "
-                          "--max-active but its binding yields only the best path."),
+                     help="Both write Kaldi's raw lattices; lattice-faster also prunes by "
+                          "--max-active/--min-active, lattice-simple by --beam only."),
         click.option("--allow-partial/--no-allow-partial", default=True, show_default=True,
                      help="Output a partial result when no final state is reached."),
         click.option("--word-symbol-table", type=click.Path(exists=True, dir_okay=False),

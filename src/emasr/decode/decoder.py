@@ -4,13 +4,13 @@ The matrix is mapped to the graph's input labels (transition ids) once per utter
 gather `scaled[:, tid - 1] = acwt * loglikes[:, pdf(tid)]`, so the C++ decoder reads a plain matrix
 through DecodableCtc (its column j scores label j + 1) and no Python runs per arc or frame.
 
-Two Kaldi decoders, both Kaldi's C++ code:
-- "lattice-simple" (default): kaldi_decoder's LatticeSimpleDecoder; its raw state-level lattice,
-  pruned at --lattice-beam, is kept with graph and acoustic costs apart, so scoring can sweep the LM
-  weight without decoding again. It prunes by --beam only (no --max-active/--min-active).
-- "lattice-faster": kaldi_hmm_gmm's LatticeFasterDecoder with --max-active/--min-active. Its
-  binding returns only the best path, so the "lattice" is that path (graph and acoustic costs still
-  apart; an LM-weight sweep then picks the same words at every weight).
+Two Kaldi decoders, both Kaldi's C++ code, both returning Kaldi's raw state-level lattice pruned
+at --lattice-beam, with graph and acoustic costs kept apart so that scoring can sweep the LM
+weight without decoding again:
+- "lattice-faster" (default): LatticeFasterDecoder from kaldi-hmm-gmm, pruned by --beam,
+  --max-active and --min-active (emasr.decode.lattice_faster explains how its lattice is read);
+- "lattice-simple": kaldi_decoder's LatticeSimpleDecoder, pruned by --beam only (no
+  --max-active/--min-active): the reference search, slower where the likelihoods are flat.
 Acoustic costs in the returned lattice are unscaled (divided by acwt again), as in Kaldi's lat.*.gz.
 """
 from __future__ import annotations
@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from emasr.stack import kaldi_decoder, kaldi_hmm_gmm, kaldifst
+from emasr.decode.lattice_faster import LatticeFasterDecoder
+from emasr.stack import kaldi_decoder, kaldifst
 
-DECODERS = ("lattice-simple", "lattice-faster")
+DECODERS = ("lattice-faster", "lattice-simple")
 
 
 class DecodeError(ValueError):
@@ -40,7 +41,7 @@ class DecodeConfig:
     max_active: int = 7000
     min_active: int = 200
     acwt: float = 0.1
-    decoder: str = "lattice-simple"
+    decoder: str = "lattice-faster"
     allow_partial: bool = True
 
 
@@ -75,10 +76,8 @@ class UtteranceDecoder:
                 hclg, kaldi_decoder.LatticeSimpleDecoderConfig(beam=config.beam,
                                                                lattice_beam=config.lattice_beam))
         else:
-            self._decoder = kaldi_hmm_gmm.LatticeFasterDecoderStdVectorFst(
-                hclg, kaldi_hmm_gmm.LatticeFasterDecoderConfig(
-                    beam=config.beam, max_active=config.max_active, min_active=config.min_active,
-                    lattice_beam=config.lattice_beam))
+            self._decoder = LatticeFasterDecoder(hclg, config.beam, config.max_active,
+                                                 config.min_active, config.lattice_beam)
 
     def check(self, utt: str, loglikes: np.ndarray) -> None:
         """Reject what the decoder cannot use, naming the utterance and the problem."""
@@ -104,19 +103,15 @@ class UtteranceDecoder:
         if self.config.decoder == "lattice-simple":
             self._decoder.decode(kaldi_decoder.DecodableCtc(tid_loglikes))
             return self._decoder.get_raw_lattice(use_final_probs=True)
-        return kaldi_hmm_gmm.decode_utterance_lattice_faster(
-            self._decoder, kaldi_hmm_gmm.DecodableCtc(tid_loglikes), self.trans_model, utt,
-            self.config.allow_partial)
+        self._decoder.decode(tid_loglikes)
+        return self._decoder.raw_lattice(use_final_probs=True)
 
     def decode(self, utt: str, loglikes: np.ndarray) -> Hypothesis:
         """Check, map, decode; raises DecodeError for bad input or when no token survives."""
         loglikes = np.asarray(loglikes, dtype=np.float32)
         self.check(utt, loglikes)
         tid_loglikes = self.map_to_transition_ids(loglikes)
-        result = self.run_decoder(utt, tid_loglikes)
-        if self.config.decoder == "lattice-simple":
-            return self._from_raw_lattice(utt, loglikes, result)
-        return self._from_best_path(utt, loglikes, result)
+        return self._from_raw_lattice(utt, loglikes, self.run_decoder(utt, tid_loglikes))
 
     def _from_raw_lattice(self, utt: str, loglikes: np.ndarray, result) -> Hypothesis:
         ok, lattice = result
@@ -136,35 +131,3 @@ class UtteranceDecoder:
         _, alignment, words, weight = kaldifst.get_linear_symbol_sequence(best)
         return Hypothesis(utt, list(words), list(alignment), weight.value1, weight.value2, lattice,
                           loglikes.shape[0], reached_final)
-
-    def _from_best_path(self, utt: str, loglikes: np.ndarray, result) -> Hypothesis:
-        ok, alignment, words, scaled_loglike = result
-        if not ok or not alignment:
-            raise DecodeError(utt, "no-survivors", "no token survived to the end of the "
-                              "utterance; try a larger --beam")
-        pdfs = self.tid_to_pdf[np.asarray(alignment) - 1]
-        acoustic_cost = -float(loglikes[np.arange(len(alignment)), pdfs].sum(dtype=np.float64))
-        graph_cost = -float(scaled_loglike) - self.config.acwt * acoustic_cost
-        lattice = linear_lattice(alignment, words, graph_cost, acoustic_cost)
-        return Hypothesis(utt, list(words), list(alignment), graph_cost, acoustic_cost, lattice,
-                          loglikes.shape[0])
-
-
-def linear_lattice(alignment: list[int], words: list[int], graph_cost: float,
-                   acoustic_cost: float) -> kaldifst.Lattice:
-    """A one-path lattice: one arc per frame (its transition id), the words on the first arcs,
-    the whole graph and acoustic cost on the final state."""
-    lattice = kaldifst.Lattice()
-    num_arcs = max(len(alignment), len(words))
-    lattice.reserve_states(num_arcs + 1)
-    for _ in range(num_arcs + 1):
-        lattice.add_state()
-    lattice.start = 0
-    tids = list(alignment) + [0] * (num_arcs - len(alignment))
-    labels = list(words) + [0] * (num_arcs - len(words))
-    no_cost = kaldifst.LatticeWeight(0.0, 0.0)
-    for state, (tid, word) in enumerate(zip(tids, labels)):
-        lattice.add_arc(state, kaldifst.LatticeArc(tid, word, no_cost, state + 1))
-    state = num_arcs
-    lattice.set_final(state, kaldifst.LatticeWeight(graph_cost, acoustic_cost))
-    return lattice
