@@ -93,8 +93,8 @@ def comparable(results: str, arch: str) -> list[str]:
     for line in results.splitlines():
         if line.startswith("## "):
             section = line
-        if line.startswith(("- command", "- stage wall times", "- machine", f"- {other}",
-                            f"| {other} ")):
+        if line.startswith(("- command", "- stage wall times", "- wall time", "- machine",
+                            f"- {other}", f"| {other} ")):
             continue
         if line.startswith(f"- {arch}:") and "wall time" in line:
             continue

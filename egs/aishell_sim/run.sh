@@ -402,6 +402,7 @@ if stage_on 10; then
       --note "command: \`$start_command\` (profile $profile, $num_workers workers, seeds $seeds)" \
       --note "machine: $machine" \
       --note "stage wall times: $stage_times; network training ${train_time:-0} s in all" \
+      --note "wall time of this run.sh invocation (stages $stage-$stop_stage, setup included) up to the report: $SECONDS s" \
       ${reported[@]+"${reported[@]}"}
   log "wrote $results and $(dirname "$results")/plots/"
 fi
