@@ -1,4 +1,5 @@
-"""fix_data_dir.sh, split_data.sh, subset_data_dir.sh, copy_data_dir.sh, combine_data.sh."""
+"""fix_data_dir.sh, split_data.sh, subset_data_dir.sh, copy_data_dir.sh, combine_data.sh,
+data/modify_speaker_info.sh."""
 from __future__ import annotations
 
 import os
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_script
+from conftest import REPO, run_script
 from datadir_helpers import make_data_dir, snapshot, temp_files, write_lines
 from emasr.io.datadir import load_data_dir
 from emasr.io.datadir_edit import spread_selection
@@ -353,3 +354,32 @@ def test_load_data_dir_reads_known_tables_only(six):
     (six / "notes.txt").write_text("not a table\n")
     data = load_data_dir(six)
     assert set(data.tables) == {"utt2spk", "text", "wav.scp", "feats.scp", "cmvn.scp"}
+
+
+# -- data/modify_speaker_info.sh ----------------------------------------------------------------
+
+MODIFY_SPEAKER_INFO = REPO / "utils" / "data" / "modify_speaker_info.sh"
+
+
+def test_pseudo_speakers_of_one_utterance_make_everything_per_utterance(six, tmp_path):
+    write_lines(six / "spk2gender", ["spkA f", "spkB m", "spkC f"])
+    run_ok([MODIFY_SPEAKER_INFO, "--utts-per-spk-max", 1, six, tmp_path / "u"])
+    out = tmp_path / "u"
+    assert lines(out / "utt2spk") == ["spkA-u1 spkA-00001", "spkA-u2 spkA-00002",
+                                      "spkA-u3 spkA-00003", "spkB-u1 spkB-00001",
+                                      "spkC-u1 spkC-00001", "spkC-u2 spkC-00002"]
+    assert lines(out / "spk2utt")[0] == "spkA-00001 spkA-u1"
+    assert lines(out / "spk2gender")[3:] == ["spkB-00001 m", "spkC-00001 f", "spkC-00002 f"]
+    assert lines(out / "feats.scp") == lines(six / "feats.scp")
+    assert not (out / "cmvn.scp").exists()  # the old stats are per speaker
+    assert load_data_dir(str(out)).utt2spk.keys() == load_data_dir(str(six)).utt2spk.keys()
+
+
+def test_pseudo_speakers_of_two_utterances_and_bad_options(six, tmp_path):
+    run_ok([MODIFY_SPEAKER_INFO, "--utts-per-spk-max", 2, six, tmp_path / "two"])
+    assert lines(tmp_path / "two" / "spk2utt") == [
+        "spkA-00001 spkA-u1 spkA-u2", "spkA-00002 spkA-u3", "spkB-00001 spkB-u1",
+        "spkC-00001 spkC-u1 spkC-u2"]
+    run_fails([MODIFY_SPEAKER_INFO, "--utts-per-spk-max", 0, six, tmp_path / "zero"],
+              "--utts-per-spk-max must be a positive integer")
+    run_fails([MODIFY_SPEAKER_INFO, six, six], "must differ")
