@@ -66,8 +66,8 @@ def test_tiny_recipe_end_to_end(tiny_run):
     for system in ("mono", "tri1"):
         cells = gmm_cells(text, system)
         assert len(CER_WITH_INTERVAL.findall(cells[1])) == 1, cells
-    # the triphones improve on the monophones, and every network on both (test CER; the dev
-    # set of 30 utterances is used to pick each system's LM weight)
+    # the triphones improve on the monophones (dev CER), and every network on the monophones
+    # (test CER; the 30 dev utterances pick each system's LM weight)
     assert gmm_cer(text, "tri1", 1) < gmm_cer(text, "mono", 1)
     for arch in ("DNN", "LSTM"):
         for label in LABELS:
