@@ -84,8 +84,8 @@ def bench_decoder(name: str, hclg, trans_model, utts, args, workdir: str) -> Non
     seconds = sum(len(x) for _, x in utts) * args.frame_shift
 
     def bare():
-        for utt, matrix in mapped:
-            decoder.run_decoder(utt, matrix)
+        for _, matrix in mapped:
+            decoder.run_decoder(matrix)
 
     def step():
         stats = decode_job(decoder, utts, os.path.join(workdir, f"lat.{name}.gz"),
@@ -104,19 +104,16 @@ def bench_decoder(name: str, hclg, trans_model, utts, args, workdir: str) -> Non
 
 
 def char_error_rate(decoder: UtteranceDecoder, utts, args) -> float:
-    """CER of the 1-best at the decoding scale against --text (words split into characters,
-    words in <...> dropped), so that a speed-up can be weighed against what it costs."""
-    import kaldialign
+    """CER of the 1-best at the decoding scale against --text, filtered and split into characters
+    as local/score.sh does, so that a speed-up can be weighed against what it costs."""
+    from emasr.score.wer import filter_words, score_texts, to_units
 
     names = dict(line.split()[::-1] for line in open(os.path.join(args.graph_dir, "words.txt")))
-    refs = {line.split()[0]: "".join(line.split()[1:]) for line in open(args.text)}
-    errors = total = 0
-    for utt, loglikes in utts:
-        words = [names[str(w)] for w in decoder.decode(utt, loglikes).words]
-        hyp = "".join(w for w in words if not w.startswith("<"))
-        errors += kaldialign.edit_distance(list(refs[utt]), list(hyp))["total"]
-        total += len(refs[utt])
-    return 100.0 * errors / max(total, 1)
+    refs = {line.split()[0]: to_units(filter_words(line.split()[1:]), "cer")
+            for line in open(args.text)}
+    hyps = {utt: to_units(filter_words([names[str(w)] for w in decoder.decode(utt, x).words]),
+                          "cer") for utt, x in utts}
+    return score_texts({utt: refs[utt] for utt in hyps}, hyps).rate
 
 
 def main() -> None:

@@ -66,7 +66,6 @@ class UtteranceDecoder:
         if config.acwt <= 0:
             raise ValueError(f"--acwt must be positive, got {config.acwt}")
         self.config = config
-        self.trans_model = trans_model
         self.num_pdfs = trans_model.num_pdfs
         # Entry 0 of Kaldi's table is for the unused transition id 0.
         self.tid_to_pdf = np.asarray(trans_model.transition_id_to_pdf_array()[1:], dtype=np.int64)
@@ -98,7 +97,7 @@ class UtteranceDecoder:
         scaled *= np.float32(self.config.acwt)
         return np.ascontiguousarray(scaled, dtype=np.float32)
 
-    def run_decoder(self, utt: str, tid_loglikes: np.ndarray):
+    def run_decoder(self, tid_loglikes: np.ndarray):
         """The bare decoder call on an already-mapped matrix (what bench/decode.py times)."""
         if self.config.decoder == "lattice-simple":
             self._decoder.decode(kaldi_decoder.DecodableCtc(tid_loglikes))
@@ -111,7 +110,7 @@ class UtteranceDecoder:
         loglikes = np.asarray(loglikes, dtype=np.float32)
         self.check(utt, loglikes)
         tid_loglikes = self.map_to_transition_ids(loglikes)
-        return self._from_raw_lattice(utt, loglikes, self.run_decoder(utt, tid_loglikes))
+        return self._from_raw_lattice(utt, loglikes, self.run_decoder(tid_loglikes))
 
     def _from_raw_lattice(self, utt: str, loglikes: np.ndarray, result) -> Hypothesis:
         ok, lattice = result
