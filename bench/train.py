@@ -8,8 +8,11 @@
 (d) speed-up against the number of workers (--workers 1,2,4,8): total training frames/s of N
     workers over 1 worker, the same data (one epoch) split among them, --threads per worker.
 
+--device cuda runs all of it on the GPU (the hand-written loop too, its data already there); with
+more workers than GPUs the workers share them through gloo (dist.device, dist.backend).
+
 Usage: python bench/train.py [--workers 1,2] [--utts 64] [--hidden 256] [--layers 4] [--tau 4]
-                           [--json speedup.json]   (for `emasr report --bench speedup.json`)
+                           [--device cpu|cuda] [--json speedup.json]   (for `emasr report --bench`)
 """
 from __future__ import annotations
 
@@ -48,7 +51,8 @@ def overrides(args) -> list[str]:
     return [f"model.hidden_layers={args.layers}", f"model.hidden_dim={args.hidden}",
             "features.splice=2", f"data.minibatch_frames={args.batch}",
             "data.shuffle_buffer_frames=2048", f"sync.block_size={args.tau}", "train.epochs=1",
-            "train.schedule=constant", "train.lr=0.02", "sync.strategy=single"]
+            "train.schedule=constant", "train.lr=0.02", "sync.strategy=single",
+            f"dist.device={args.device}"]
 
 
 def make_trainer(problem, exp, args) -> Trainer:
@@ -58,11 +62,17 @@ def make_trainer(problem, exp, args) -> Trainer:
     return trainer
 
 
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":   # GPU work is asynchronous: wait for it before reading the clock
+        torch.cuda.synchronize(device)
+
+
 def trainer_fps(trainer: Trainer) -> float:
     """Frames/s of one epoch of the trainer's own loop (data streaming, blocks, syncs)."""
     frames_before = trainer.counters["frames"]
     start = time.perf_counter()
     trainer.run_epoch(0, 0)
+    synchronize(trainer.device)
     return (trainer.counters["frames"] - frames_before) / (time.perf_counter() - start)
 
 
@@ -72,12 +82,13 @@ def hand_loop(trainer: Trainer, args) -> float:
     for _, x, y in trainer.train_source.utterances(trainer.data.utts):
         feats.append(x)
         labels.append(y)
-    x_all = torch.from_numpy(np.concatenate(feats))
-    y_all = torch.from_numpy(np.concatenate(labels))
+    device = trainer.device
+    x_all = torch.from_numpy(np.concatenate(feats)).to(device)
+    y_all = torch.from_numpy(np.concatenate(labels)).to(device)
     torch.manual_seed(1)
-    model = build_model(trainer.config["model"], trainer.input_dim, trainer.num_pdfs)
+    model = build_model(trainer.config["model"], trainer.input_dim, trainer.num_pdfs).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
-    order = torch.randperm(len(y_all))
+    order = torch.randperm(len(y_all), device=device)
     frames = int(trainer.counters["frames"] / trainer.counters["syncs"]) * trainer.counters["syncs"]
     frames = min(frames, len(order))   # about the frames one trainer epoch trains
     start = time.perf_counter()
@@ -86,6 +97,7 @@ def hand_loop(trainer: Trainer, args) -> float:
         optimizer.zero_grad(set_to_none=True)
         F.nll_loss(model(x_all[take]), y_all[take]).backward()
         optimizer.step()
+    synchronize(device)
     return frames / (time.perf_counter() - start)
 
 
@@ -97,6 +109,7 @@ def ema_cost(trainer: Trainer) -> float:
     start = time.perf_counter()
     for _ in range(reps):
         ema.update(vector)
+    synchronize(vector.device)
     return (time.perf_counter() - start) / reps
 
 
@@ -123,6 +136,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--tau", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where the trainer, the hand-written loop and the workers run")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads per worker (and for (a)); 1 keeps workers independent")
     parser.add_argument("--json", default=None,
@@ -138,6 +153,8 @@ def main() -> None:
         for _ in range(args.repeats):
             ours.append(trainer_fps(trainer))
             loop.append(hand_loop(trainer, args))
+        print(f"device: {trainer.device}"
+              + (f" ({torch.cuda.get_device_name(trainer.device)})" if args.device == "cuda" else ""))
         print(f"model: DNN {args.layers}x{args.hidden}, input {trainer.input_dim}, "
               f"{trainer.num_pdfs} pdfs, {model_to_vector(trainer.model).numel()} parameters; "
               f"{int(trainer.counters['frames'] / args.repeats)} frames per epoch, minibatch "

@@ -119,3 +119,28 @@ def test_newbob_halves_on_plateau_then_keeps_halving():
     assert [s.end_epoch(a) for a in [0.5, 0.6, 0.605, 0.7]] == [0.8, 0.8, 0.4, 0.2]
     e = LearningRateSchedule("exponential", 1.0, factor=0.9)
     assert e.end_epoch(0.0) == pytest.approx(0.9) and e.end_epoch(0.0) == pytest.approx(0.81)
+
+
+def test_workers_share_gpus_through_gloo_and_nccl_needs_one_gpu_each(monkeypatch):
+    from emasr.nnet.comm import choose_backend, worker_device
+
+    with pytest.raises(configs.ConfigError, match="dist.device"):
+        configs.resolve(None, ["dist.device=gpu"])
+    assert worker_device("cpu").type == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert worker_device("auto").type == "cpu"
+    with pytest.raises(configs.ConfigError, match="sees no GPU"):
+        worker_device("cuda")
+    assert choose_backend("auto", torch.device("cpu")) == "gloo"
+    # a node with 2 GPUs: worker 3 of 4 takes GPU 1 and the 4 workers share through gloo
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert worker_device("auto") == torch.device("cuda", 1)
+    assert choose_backend("auto", torch.device("cuda", 1)) == "gloo"
+    with pytest.raises(configs.ConfigError, match="one GPU per worker.*4 worker.*2 GPU"):
+        choose_backend("nccl", torch.device("cuda", 1))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert choose_backend("auto", torch.device("cuda", 1)) == "nccl"
+    assert choose_backend("gloo", torch.device("cuda", 1)) == "gloo"

@@ -231,3 +231,23 @@ def test_a_speed_up_beyond_the_worker_count_is_flagged_not_comparable(tmp_path):
     networks, _ = read_exp_dirs(dirs)
     [line] = speed_lines(build_rows(networks, ["dnn"], ["single", "bmuf"], 10))
     assert "speed-up 10.00x" in line and "**not comparable**" in line
+
+
+def test_a_decisive_paired_test_with_overlapping_intervals_needs_agreeing_seeds():
+    from emasr.report.findings import verdict
+    from emasr.report.rows import Comparison
+
+    def case(overlap, b_better, a_better, seeds, p_b=0.98, p_a=0.01):
+        return verdict(Comparison("dnn", "ma", "bmuf", 14.21, 13.08, 600, p_b, p_a, overlap,
+                                  b_better, a_better, seeds), "better")
+
+    assert case(False, 1, 0, 1).startswith("**agrees** (")
+    one_seed = case(True, 1, 0, 1)
+    assert one_seed.startswith("**agrees on these utterances, not resolved across runs**")
+    assert "1 of 1 seed(s)" in one_seed and "more seeds are needed" in one_seed
+    assert "not resolved across runs" in case(True, 2, 1, 3)
+    three = case(True, 3, 0, 3)
+    assert three.startswith("**agrees** (") and "all 3 of 3 seed(s) order them this way" in three
+    worse = case(True, 0, 2, 2, p_b=0.01, p_a=0.97)
+    assert worse.startswith("**disagrees: BMUF is worse on these utterances, not resolved")
+    assert "0 of 2" not in worse and "2 of 2 seed(s)" in worse

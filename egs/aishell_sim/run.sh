@@ -118,13 +118,13 @@ case "$profile" in
     # LM weights from the networks' 1-2 up to Kaldi's 17 for the GMMs, Kaldi's three penalties
     # (with per-utterance CMVN the tiny tri1 needed LM weight 14: cut at 12 it lost to mono)
     : "${scoring_opts:=--min-lmwt 1 --max-lmwt 17 --word-ins-penalty 0.0,0.5,1.0}"
-    # variance-normalized input and layer norm: without them the DNN diverged at lr 0.1
-    # and momentum 0.5: at 0.9 the BMUF run (block momentum on top of local momentum) diverged
-    dnn_opts="model.hidden_layers=2 model.hidden_dim=256 model.norm=layernorm features.norm_vars=true train.momentum=0.5 data.minibatch_frames=128"
+    # conf/nnet/dnn.yaml's stabilizers (layer norm, variance-normalized input, momentum 0.5)
+    # were found here: without them the DNN diverged at lr 0.1, and at momentum 0.9 so did BMUF
+    dnn_opts="model.hidden_layers=2 model.hidden_dim=256 data.minibatch_frames=128"
     # the LSTM needs many small updates: at 3 epochs of 16-chunk minibatches it barely left
     # chance (dev CER 98%); 4-chunk minibatches, lr 0.1 and 12 epochs (with the gradient clipping
     # of conf/nnet/lstm.yaml) brought every strategy under the GMMs on dev (measured)
-    lstm_opts="model.num_layers=1 model.hidden_size=256 model.proj_size=128 features.norm_vars=true train.lr=0.1 data.chunks_per_minibatch=4"
+    lstm_opts="model.num_layers=1 model.hidden_size=256 model.proj_size=128 train.lr=0.1 data.chunks_per_minibatch=4"
     ;;
   small)
     : "${nj:=2}" "${num_workers:=2}" "${seeds:=1}" "${epochs:=3}" "${block_size:=16}"
@@ -138,9 +138,9 @@ case "$profile" in
     : "${nnet_decode_opts:=--acwt 0.5 --beam 13 --lattice-beam 5 --max-active 1500}"
     : "${scoring_opts:=--min-lmwt 1 --max-lmwt 17 --word-ins-penalty 0.0,0.5}"
     # sized so that six trainings fit the 90 minutes of the whole recipe on 2 cores (estimated
-    # from the tiny profile's frames per second); the stabilizers are the tiny profile's
-    dnn_opts="model.hidden_layers=3 model.hidden_dim=512 model.norm=layernorm features.norm_vars=true train.momentum=0.5"
-    lstm_opts="model.num_layers=1 model.hidden_size=256 model.proj_size=128 features.norm_vars=true train.lr=0.1 data.chunks_per_minibatch=8"
+    # from the tiny profile's frames per second)
+    dnn_opts="model.hidden_layers=3 model.hidden_dim=512"
+    lstm_opts="model.num_layers=1 model.hidden_size=256 model.proj_size=128 train.lr=0.1 data.chunks_per_minibatch=8"
     ;;
   large)
     : "${nj:=16}" "${num_workers:=8}" "${seeds:=1}" "${epochs:=10}" "${block_size:=16}"

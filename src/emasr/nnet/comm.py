@@ -18,6 +18,8 @@ from typing import Iterator
 import torch
 import torch.distributed as dist
 
+from emasr.nnet.config import ConfigError
+
 
 class RendezvousError(RuntimeError):
     """A worker could not reach its peers."""
@@ -27,17 +29,45 @@ class CollectiveTimeout(RuntimeError):
     """A collective did not complete: a peer died, or stalled past dist.timeout_s."""
 
 
-def init_process_group(backend: str, timeout_s: float) -> tuple[int, int]:
+def worker_device(choice: str) -> torch.device:
+    """This worker's device from dist.device: auto (a GPU when torch sees one), cpu or cuda.
+    Worker LOCAL_RANK takes GPU LOCAL_RANK modulo the node's GPUs, so with more workers than GPUs
+    they share (e.g. 4 MA/BMUF workers on a one-GPU workstation)."""
+    if choice == "cpu" or (choice == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ConfigError("dist.device is cuda but torch sees no GPU (torch.cuda.is_available() "
+                          f"is False; torch {torch.__version__}); use dist.device=auto or cpu")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    return torch.device("cuda", local_rank % torch.cuda.device_count())
+
+
+def choose_backend(choice: str, device: torch.device) -> str:
+    """dist.backend: auto is nccl when every worker on this node has a GPU of its own, else gloo
+    (CPU workers, or workers sharing a GPU: NCCL refuses two ranks on one device)."""
+    local_workers = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    own_gpu = device.type == "cuda" and local_workers <= torch.cuda.device_count()
+    if choice == "auto":
+        return "nccl" if own_gpu else "gloo"
+    if choice == "nccl" and not own_gpu:
+        raise ConfigError(
+            f"dist.backend is nccl, which needs one GPU per worker, but this node runs "
+            f"{local_workers} worker(s) on {device.type}"
+            + (f" with {torch.cuda.device_count()} GPU(s)" if device.type == "cuda" else "")
+            + "; use dist.backend=gloo (or auto) to share, or fewer workers")
+    return choice
+
+
+def init_process_group(backend: str, timeout_s: float, device: torch.device) -> tuple[int, int]:
     """Join the torchrun job described by the environment (RANK, WORLD_SIZE, MASTER_ADDR...);
     without it, run as a single worker. Returns (rank, world_size)."""
+    if device.type == "cuda":   # before NCCL creates its communicator on the current device
+        torch.cuda.set_device(device)
     if "WORLD_SIZE" not in os.environ:
         return 0, 1
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    if backend == "auto":
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    backend = choose_backend(backend, device)
     where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
-    if backend == "nccl":   # one GPU per worker on its node, before NCCL creates its communicator
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     try:
         dist.init_process_group(backend, rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=timeout_s))
@@ -146,8 +176,13 @@ class Communicator:
     def all_reduce(self, tensor: torch.Tensor, what: str, op=None) -> torch.Tensor:
         """In-place all-reduce (sum unless `op`), a no-op for a single worker."""
         if self.world_size > 1:
+            # gloo between workers that share a GPU: reduce a host copy (gloo's CUDA support
+            # varies between torch builds; the copy costs little next to a training block)
+            staged = tensor.cpu() if tensor.is_cuda and dist.get_backend() == "gloo" else tensor
             with self.collective(what):
-                dist.all_reduce(tensor, op=dist.ReduceOp.SUM if op is None else op)
+                dist.all_reduce(staged, op=dist.ReduceOp.SUM if op is None else op)
+            if staged is not tensor:
+                tensor.copy_(staged)
         return tensor
 
     def mean(self, vector: torch.Tensor) -> torch.Tensor:

@@ -59,11 +59,16 @@ DEFAULTS: dict[str, Any] = {
         "ema_decay": None,                # alpha per sync; null: off (unless a half life is set)
         "ema_half_life_frames": None,     # half life in training frames (all workers together)
     },
-    "dist": {"backend": "auto", "timeout_s": 300},
+    "dist": {
+        "device": "auto",                 # auto (a GPU when torch sees one) | cpu | cuda
+        "backend": "auto",                # auto: nccl with a GPU per worker, else gloo | nccl | gloo
+        "timeout_s": 300,
+    },
 }
 
 # Keys a resumed run may change without invalidating the checkpoint.
-RESUMABLE_CHANGES = {"train.epochs", "train.checkpoint_every_blocks", "dist.timeout_s"}
+RESUMABLE_CHANGES = {"train.epochs", "train.checkpoint_every_blocks", "dist.timeout_s",
+                     "dist.device", "dist.backend"}
 
 
 class ConfigError(ValueError):
@@ -146,6 +151,9 @@ def validate(config: dict) -> None:
     if train["schedule"] not in ("newbob", "exponential", "constant"):
         raise ConfigError(f"train.schedule '{train['schedule']}': expected newbob, exponential "
                           "or constant")
+    for key, choices in (("device", ("auto", "cpu", "cuda")), ("backend", ("auto", "nccl", "gloo"))):
+        if config["dist"][key] not in choices:
+            raise ConfigError(f"dist.{key} '{config['dist'][key]}': expected {', '.join(choices)}")
 
 
 def flatten(config: dict, prefix: str = "") -> dict[str, Any]:

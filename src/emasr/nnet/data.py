@@ -195,9 +195,12 @@ class TrainingData:
     """One worker's minibatches for one epoch: frames (DNN) or chunks (LSTM)."""
 
     def __init__(self, source: Source, utts: list[str], data_config: dict, sequence: bool,
-                 rank: int) -> None:
+                 rank: int, pin_memory: bool = False) -> None:
         self.source, self.utts, self.config = source, utts, data_config
         self.sequence, self.rank = sequence, rank
+        # page-locked minibatches (for a GPU): their copies to the device can then be queued
+        # without waiting, so the host prepares the next minibatch while the GPU computes
+        self.pin_memory = pin_memory
 
     def _examples(self, order: list[str]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         c = self.config
@@ -218,8 +221,10 @@ class TrainingData:
         else:
             batch, buffer = self.config["minibatch_frames"], self.config["shuffle_buffer_frames"]
         batches = shuffled_batches(self._examples(order), int(batch), int(buffer), shuffle_rng)
-        for x, y in prefetch(batches):
-            yield torch.from_numpy(x), torch.from_numpy(y)
+        tensors = ((torch.from_numpy(x), torch.from_numpy(y)) for x, y in batches)
+        if self.pin_memory:   # in the prefetch thread, like the reading and shuffling
+            tensors = ((x.pin_memory(), y.pin_memory()) for x, y in tensors)
+        yield from prefetch(tensors)
 
 
 def eval_batches(source: Source, utts: list[str], data_config: dict,

@@ -21,7 +21,8 @@ import torch
 import torch.nn.functional as F
 
 from emasr.nnet import checkpoint, config as configs
-from emasr.nnet.comm import Communicator, destroy_process_group, init_process_group
+from emasr.nnet.comm import (Communicator, destroy_process_group, init_process_group,
+                              worker_device)
 from emasr.nnet.data import (IGNORE, DataError, Source, TrainingData, eval_batches, shard,
                              utterances_with_targets, validate_targets)
 from emasr.nnet.flat import model_to_vector, vector_to_model
@@ -75,13 +76,18 @@ def predict(model, x: torch.Tensor, data_config: dict) -> torch.Tensor:
     return out
 
 
-def batch_stats(log_probs: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, float, float]:
-    """(loss summed over labelled frames, correct frames, labelled frames)."""
+def labelled_frames(y: torch.Tensor) -> float:
+    """Frames with a label; counted on the host copy so that a GPU is not waited for."""
+    return float((y != IGNORE).sum())
+
+
+def batch_stats(log_probs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """[loss summed over labelled frames, correct frames], on the model's device: reading them
+    once per block instead of per minibatch lets a GPU run ahead of the host."""
     flat, labels = log_probs.reshape(-1, log_probs.shape[-1]), y.reshape(-1)
     loss = F.nll_loss(flat, labels, ignore_index=IGNORE, reduction="sum")
-    valid = labels != IGNORE
-    correct = (flat.argmax(-1)[valid] == labels[valid]).sum().item()
-    return loss, float(correct), float(valid.sum().item())
+    correct = ((flat.argmax(-1) == labels) & (labels != IGNORE)).sum()
+    return torch.stack([loss, correct.to(loss.dtype)])
 
 
 def recorded_by(record: dict, position: tuple[int, int]) -> bool:
@@ -102,10 +108,9 @@ class Trainer:
     # -- setup ------------------------------------------------------------------------------
     def setup(self) -> None:
         c = self.config
-        self.rank, self.world = init_process_group(c["dist"]["backend"], c["dist"]["timeout_s"])
-        self.device = torch.device(
-            f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available()
-            and c["dist"]["backend"] in ("auto", "nccl") else "cpu")
+        self.device = worker_device(c["dist"]["device"])
+        self.rank, self.world = init_process_group(c["dist"]["backend"], c["dist"]["timeout_s"],
+                                                   self.device)
         self.comm = Communicator(self.world, self.rank, float(c["dist"]["timeout_s"]))
         self.pipeline = make_pipeline(c["features"], self.train_dir)
         self.targets = open_targets(self.targets_dir)
@@ -126,7 +131,8 @@ class Trainer:
         self.model = build_model(c["model"], self.input_dim, self.num_pdfs).to(self.device)
         self.data = TrainingData(self.train_source,
                                  shard(train_utts, int(c["data"]["seed"]), self.rank, self.world),
-                                 c["data"], self.model.sequence_model, self.rank)
+                                 c["data"], self.model.sequence_model, self.rank,
+                                 pin_memory=self.device.type == "cuda")
         validate_targets(self.targets, self.data.utts + self.dev_utts[self.rank::self.world],
                          self.num_pdfs, self.targets_dir)
         torch.manual_seed(int(c["train"]["init_seed"]) * 1000 + self.rank)   # dropout per rank
@@ -230,18 +236,19 @@ class Trainer:
     def train_block(self, block) -> tuple[list[float], float]:
         start = time.perf_counter()
         self.model.train()
-        loss_sum = correct = frames = 0.0
+        sums, frames = torch.zeros(2, dtype=torch.float64, device=self.device), 0.0
         for x, y in block:
-            x, y = x.to(self.device), y.to(self.device)
+            count = labelled_frames(y)
+            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
             self.optimizer.zero_grad(set_to_none=True)
-            loss, right, count = batch_stats(predict(self.model, x, self.config["data"]), y)
-            (loss / max(count, 1.0)).backward()
+            stats = batch_stats(predict(self.model, x, self.config["data"]), y)
+            (stats[0] / max(count, 1.0)).backward()
             if self.max_grad_norm > 0:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
             self.optimizer.step()
-            loss_sum += loss.item()
-            correct += right
+            sums += stats.detach()
             frames += count
+        loss_sum, correct = sums.tolist()   # the block's one wait for the device
         return [loss_sum, correct, frames], time.perf_counter() - start
 
     def sync(self, next_ready: bool, stats: list[float]) -> tuple[bool, list[float]]:
@@ -266,15 +273,17 @@ class Trainer:
         model = copy.deepcopy(self.model)
         vector_to_model(vector, model)
         model.eval()
-        sums = torch.zeros(3, dtype=torch.float64)
+        sums, frames = torch.zeros(2, dtype=torch.float64, device=self.device), 0.0
         with torch.no_grad():
             for x, y in eval_batches(self.dev_source, self.dev_utts[self.rank::self.world],
                                      self.config["data"], model.sequence_model):
-                loss, right, count = batch_stats(predict(model, x.to(self.device),
-                                                         self.config["data"]), y.to(self.device))
-                sums += torch.tensor([loss.item(), right, count], dtype=torch.float64)
+                frames += labelled_frames(y)
+                sums += batch_stats(predict(model, x.to(self.device), self.config["data"]),
+                                    y.to(self.device))
+        sums = torch.cat([sums, torch.tensor([frames], dtype=torch.float64, device=self.device)])
         if self.world > 1:
-            sums = self.comm.all_reduce(sums.to(self.device), "dev evaluation sums").cpu()
+            sums = self.comm.all_reduce(sums, "dev evaluation sums")
+        sums = sums.cpu()
         frames = max(float(sums[2]), 1.0)
         return float(sums[0]) / frames, float(sums[1]) / frames
 

@@ -1,5 +1,6 @@
 """The short text under the table: each of the paper's claims checked against the numbers, saying
-"agrees", "disagrees" or "not resolved" (the difference is smaller than the intervals)."""
+"agrees", "disagrees" or "not resolved" (the difference is smaller than the intervals, or the
+paired test is decisive but the intervals overlap and too few seeds agree)."""
 from __future__ import annotations
 
 from emasr.report.rows import Comparison, Row
@@ -22,19 +23,38 @@ def name(label: str) -> str:
     return NAMES.get(label, label)
 
 
+# Seeds that must all order two systems the same way before an ordering is claimed although their
+# 95% intervals overlap (the paired test alone speaks for these test utterances, not for reruns).
+SEEDS_FOR_ORDERING = 3
+
+
 def verdict(c: Comparison, kind: str) -> str:
     numbers = (f"test CER {c.cer_a:.2f} -> {c.cer_b:.2f}, P({name(c.b)} better) = "
                f"{c.p_b_better:.2f}, P({name(c.a)} better) = {c.p_a_better:.2f}, "
                f"on {c.utterances} utterance decodes")
     if c.p_b_better >= CONFIDENT:
-        return f"**agrees** ({numbers})"
+        return decisive("agrees", c, c.seeds_b_better, numbers)
     if c.p_a_better is not None and c.p_a_better >= CONFIDENT:
-        return f"**disagrees**: {name(c.b)} is worse ({numbers})"
+        return decisive(f"disagrees: {name(c.b)} is worse", c, c.seeds_a_better, numbers)
     if kind == "no_worse":
         return (f"**agrees within the intervals**: the difference is smaller than the 95% "
                 f"intervals ({numbers})")
     return (f"**not resolved**: the difference is smaller than the 95% intervals ({numbers}); "
             "more seeds are needed before claiming an ordering")
+
+
+def decisive(finding: str, c: Comparison, seeds_agreeing: int, numbers: str) -> str:
+    """A paired test at or above CONFIDENT: claimed outright when the intervals are apart, or when
+    they overlap but every one of at least SEEDS_FOR_ORDERING seeds orders the two the same way."""
+    if not c.intervals_overlap:
+        return f"**{finding}** ({numbers})"
+    seeds = f"{seeds_agreeing} of {c.seeds} seed(s) order them this way"
+    if c.seeds >= SEEDS_FOR_ORDERING and seeds_agreeing == c.seeds:
+        return (f"**{finding}** ({numbers}); the 95% intervals overlap, but the paired test is "
+                f"decisive and all {seeds}")
+    return (f"**{finding} on these utterances, not resolved across runs**: the paired test is "
+            f"decisive but the 95% intervals overlap and {seeds} ({numbers}); more seeds are needed "
+            f"before claiming an ordering (all of at least {SEEDS_FOR_ORDERING} must agree)")
 
 
 def claim_lines(comparisons: list[Comparison]) -> list[str]:

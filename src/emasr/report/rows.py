@@ -64,8 +64,7 @@ class Row:
 
     def seed_spread(self, set_name: str) -> float | None:
         """Standard deviation of the per-seed CERs (None with fewer than two seeds)."""
-        cers = [r.decodes[(set_name, self.model)].cer for r in self.runs
-                if (set_name, self.model) in r.decodes]
+        cers = list(seed_cers(self, set_name).values())
         return statistics.stdev(cers) if len(cers) >= 2 else None
 
 
@@ -131,6 +130,10 @@ class Comparison:
     utterances: int
     p_b_better: float | None     # P(B has the lower CER); ties count for neither
     p_a_better: float | None
+    intervals_overlap: bool | None = None   # the two rows' 95% CER intervals (None: no interval)
+    seeds_b_better: int = 0      # seeds whose run of B has the lower CER than that seed's A
+    seeds_a_better: int = 0
+    seeds: int = 0               # seeds with both rows decoded
 
 
 def compare(a: Row, b: Row, replications: int, set_name: str = "test") -> Comparison | None:
@@ -143,8 +146,19 @@ def compare(a: Row, b: Row, replications: int, set_name: str = "test") -> Compar
     hyps_a, hyps_b = {k: ua[k][1] for k in keys}, {k: ub[k][1] for k in keys}
     p_b = improvement_probability(refs, hyps_a, hyps_b, replications) if keys else None
     p_a = improvement_probability(refs, hyps_b, hyps_a, replications) if keys else None
+    ia, ib = a.cer[set_name].interval, b.cer[set_name].interval
+    overlap = None if ia is None or ib is None else ia.low <= ib.high and ib.low <= ia.high
+    per_seed = seed_cers(a, set_name), seed_cers(b, set_name)
+    both = sorted(set(per_seed[0]) & set(per_seed[1]))
     return Comparison(a.arch, a.label, b.label, a.cer[set_name].cer, b.cer[set_name].cer,
-                      len(keys), p_b, p_a)
+                      len(keys), p_b, p_a, overlap,
+                      sum(per_seed[1][s] < per_seed[0][s] for s in both),
+                      sum(per_seed[0][s] < per_seed[1][s] for s in both), len(both))
+
+
+def seed_cers(row: Row, set_name: str) -> dict[int, float]:
+    return {r.seed: r.decodes[(set_name, row.model)].cer for r in row.runs
+            if (set_name, row.model) in r.decodes}
 
 
 # (A, B) pairs compared on the same test utterances: B is the paper's proposed or preferred system.
