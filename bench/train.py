@@ -153,8 +153,8 @@ def main() -> None:
         for _ in range(args.repeats):
             ours.append(trainer_fps(trainer))
             loop.append(hand_loop(trainer, args))
-        print(f"device: {trainer.device}"
-              + (f" ({torch.cuda.get_device_name(trainer.device)})" if args.device == "cuda" else ""))
+        name = torch.cuda.get_device_name(trainer.device) if args.device == "cuda" else None
+        print(f"device: {trainer.device}" + (f" ({name})" if name else ""))
         print(f"model: DNN {args.layers}x{args.hidden}, input {trainer.input_dim}, "
               f"{trainer.num_pdfs} pdfs, {model_to_vector(trainer.model).numel()} parameters; "
               f"{int(trainer.counters['frames'] / args.repeats)} frames per epoch, minibatch "

@@ -133,8 +133,8 @@ case "$profile" in
     mono_opts=
     targets_opts=
     : "${gmm_decode_opts:=--beam 11 --lattice-beam 5}"
-    # Kaldi's beam 13 with max-active 1500, twice as fast as 7000; on 40 dev utterances it cost
-    # nothing with last session's weak DNN and 1.2 CER points with this one (docs/decoding.md)
+    # Kaldi's beam 13 with max-active 1500, about twice as fast as 7000 for 0.6 CER points on
+    # the whole dev set with the BMUF DNN (docs/decoding.md)
     : "${nnet_decode_opts:=--acwt 0.5 --beam 13 --lattice-beam 5 --max-active 1500}"
     : "${scoring_opts:=--min-lmwt 1 --max-lmwt 17 --word-ins-penalty 0.0,0.5}"
     # sized so that six trainings fit the 90 minutes of the whole recipe on 2 cores (estimated

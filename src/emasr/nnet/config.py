@@ -61,7 +61,7 @@ DEFAULTS: dict[str, Any] = {
     },
     "dist": {
         "device": "auto",                 # auto (a GPU when torch sees one) | cpu | cuda
-        "backend": "auto",                # auto: nccl with a GPU per worker, else gloo | nccl | gloo
+        "backend": "auto",                # auto: nccl if each worker has a GPU, else gloo
         "timeout_s": 300,
     },
 }
@@ -151,7 +151,8 @@ def validate(config: dict) -> None:
     if train["schedule"] not in ("newbob", "exponential", "constant"):
         raise ConfigError(f"train.schedule '{train['schedule']}': expected newbob, exponential "
                           "or constant")
-    for key, choices in (("device", ("auto", "cpu", "cuda")), ("backend", ("auto", "nccl", "gloo"))):
+    for key, choices in (("device", ("auto", "cpu", "cuda")),
+                         ("backend", ("auto", "nccl", "gloo"))):
         if config["dist"][key] not in choices:
             raise ConfigError(f"dist.{key} '{config['dist'][key]}': expected {', '.join(choices)}")
 

@@ -148,15 +148,16 @@ def compare(a: Row, b: Row, replications: int, set_name: str = "test") -> Compar
     p_a = improvement_probability(refs, hyps_b, hyps_a, replications) if keys else None
     ia, ib = a.cer[set_name].interval, b.cer[set_name].interval
     overlap = None if ia is None or ib is None else ia.low <= ib.high and ib.low <= ia.high
-    per_seed = seed_cers(a, set_name), seed_cers(b, set_name)
-    both = sorted(set(per_seed[0]) & set(per_seed[1]))
+    cers_a, cers_b = seed_cers(a, set_name), seed_cers(b, set_name)
+    both = cers_a.keys() & cers_b.keys()
     return Comparison(a.arch, a.label, b.label, a.cer[set_name].cer, b.cer[set_name].cer,
                       len(keys), p_b, p_a, overlap,
-                      sum(per_seed[1][s] < per_seed[0][s] for s in both),
-                      sum(per_seed[0][s] < per_seed[1][s] for s in both), len(both))
+                      seeds_b_better=sum(cers_b[s] < cers_a[s] for s in both),
+                      seeds_a_better=sum(cers_a[s] < cers_b[s] for s in both), seeds=len(both))
 
 
 def seed_cers(row: Row, set_name: str) -> dict[int, float]:
+    """Seed -> CER of that seed's run on `set_name` (runs without that decode are left out)."""
     return {r.seed: r.decodes[(set_name, row.model)].cer for r in row.runs
             if (set_name, row.model) in r.decodes}
 
