@@ -6,9 +6,15 @@ For each decoder (lattice-faster, lattice-simple) it times
     (UtteranceDecoder.run_decoder), nothing else;
   - step: emasr's whole per-job path (decode_job: checks, pdf -> transition-id mapping, decoding,
     best path, lattice written to lat.1.gz, 1-best table),
-and prints the speed in times real time (frames x frame shift / wall seconds, one process, one
-core) and the ratio bare_time / step_time (target >= 0.90). Timings are the best of --repeats,
-interleaved; CPU seconds are printed too since they are steadier on a shared machine.
+and prints the speed in times real time (frames x frame shift / seconds, one process, one core)
+and the ratio bare_time / step_time (target >= 0.90), two ways: within each step (the time
+the step spends in the decoder call over the step's whole time, both on the same clock in the
+same run: the number that machine drift cannot move), and between the bare call and the step
+timed back to back. --repeats rounds each time both (each round starting with the other one); the
+speeds are medians over rounds, the ratios medians with their ranges, and the step's own work is
+the median CPU time the step adds per utterance over the bare call. With
+--reference-prune-interval the bare decoder at that prune interval is timed in the same rounds
+too (the lattices are the same; only the speed differs).
 
 Graph and likelihoods: --graph-dir (HCLG.fst) with --model (Kaldi final.mdl) and --loglikes
 (an rspecifier) when given; otherwise a synthetic task: a lexicon of --words words over 40 phones
@@ -18,7 +24,7 @@ favoured by --margin nats, Gaussian noise) for random 8-word sentences.
 With --text (a reference transcript) it also prints the 1-best's CER, to weigh a faster setting
 (e.g. a smaller --max-active) against what it costs.
 
-Usage: . ./path.sh && python bench/decode.py [--words 3000] [--utts 20] [--repeats 2]
+Usage: . ./path.sh && python bench/decode.py [--words 3000] [--utts 20] [--repeats 5]
 """
 from __future__ import annotations
 
@@ -34,7 +40,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 from emasr.decode.decode_cli import decode_job, read_matrices  # noqa: E402
-from emasr.decode.decoder import DECODERS, DecodeConfig, UtteranceDecoder  # noqa: E402
+from emasr.decode.decoder import (DECODERS, PRUNE_INTERVAL, DecodeConfig,  # noqa: E402
+                                  UtteranceDecoder)
 from emasr.decode.fstutil import read_fst  # noqa: E402
 
 
@@ -71,36 +78,75 @@ def synthetic_task(workdir: str, num_words: int, num_utts: int, margin: float, s
 
 
 def timed(func) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one call."""
     cpu, wall = time.process_time(), time.perf_counter()
     func()
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
+def interleaved_rounds(funcs, rounds: int) -> np.ndarray:
+    """Seconds [rounds, len(funcs), 2 (wall, cpu)]. After one untimed warm-up call of each, every
+    round times all functions back to back, starting with a different one each round: on a shared
+    machine the speed drifts by tens of percent over seconds, and ratios within one round cancel
+    most of the drift."""
+    for func in funcs:
+        func()
+    times = np.zeros((rounds, len(funcs), 2))
+    for r in range(rounds):
+        for k in range(len(funcs)):
+            index = (r + k) % len(funcs)
+            times[r, index] = timed(funcs[index])
+    return times
+
+
+def ratio_text(ratios: np.ndarray) -> str:
+    """Median and range of per-round ratios."""
+    return f"{np.median(ratios):.3f} [{ratios.min():.3f}, {ratios.max():.3f}]"
+
+
+def make_decoder(name: str, hclg, trans_model, args, prune_interval: int) -> UtteranceDecoder:
+    return UtteranceDecoder(hclg, trans_model, DecodeConfig(
+        beam=args.beam, lattice_beam=args.lattice_beam, acwt=args.acwt, decoder=name,
+        max_active=args.max_active, prune_interval=prune_interval))
+
+
 def bench_decoder(name: str, hclg, trans_model, utts, args, workdir: str) -> None:
-    config = DecodeConfig(beam=args.beam, lattice_beam=args.lattice_beam, acwt=args.acwt,
-                          max_active=args.max_active, decoder=name)
-    decoder = UtteranceDecoder(hclg, trans_model, config)
-    mapped = [(utt, decoder.map_to_transition_ids(x)) for utt, x in utts]
+    decoder = make_decoder(name, hclg, trans_model, args, args.prune_interval)
+    mapped = [decoder.map_to_transition_ids(x) for _, x in utts]
     seconds = sum(len(x) for _, x in utts) * args.frame_shift
 
     def bare():
-        for _, matrix in mapped:
+        for matrix in mapped:
             decoder.run_decoder(matrix)
+
+    decoder_shares = []  # per timed step: the decoder call's share of the step's own clock
 
     def step():
         stats = decode_job(decoder, utts, os.path.join(workdir, f"lat.{name}.gz"),
                            os.path.join(workdir, f"hyp.{name}.txt"))
         assert stats.num_done == len(utts), stats.summary(args.frame_shift)
+        decoder_shares.append(stats.decoder_seconds / stats.seconds)
 
-    best_bare = best_step = (float("inf"), float("inf"))
-    for _ in range(args.repeats):
-        best_bare = min(best_bare, timed(bare))
-        best_step = min(best_step, timed(step))
+    funcs = [bare, step]
+    if args.reference_prune_interval:
+        reference = make_decoder(name, hclg, trans_model, args, args.reference_prune_interval)
+        funcs.append(lambda: [reference.run_decoder(matrix) for matrix in mapped])
+    times = interleaved_rounds(funcs, args.repeats)
+    speed = np.median(seconds / times, axis=0)       # [function, wall/cpu], x real time
+    overhead_ms = 1000 * np.median(times[:, 1, 1] - times[:, 0, 1]) / len(utts)
     accuracy = f" | CER {char_error_rate(decoder, utts, args):.2f}%" if args.text else ""
-    print(f"{name:15s} bare decoder {seconds / best_bare[0]:7.1f}x real time "
-          f"(cpu {best_bare[1]:.2f} s) | decode step {seconds / best_step[0]:7.1f}x real time "
-          f"(cpu {best_step[1]:.2f} s) | step/bare speed ratio {best_bare[0] / best_step[0]:.3f} "
-          f"(cpu {best_bare[1] / best_step[1]:.3f}; target >= 0.90){accuracy}")
+    print(f"{name:15s} bare decoder {speed[0, 0]:6.1f}x real time (cpu {speed[0, 1]:.1f}x) | "
+          f"decode step {speed[1, 0]:6.1f}x (cpu {speed[1, 1]:.1f}x) | step/bare speed ratio, "
+          f"within each step {ratio_text(np.array(decoder_shares[1:]))} (target >= 0.90); "
+          f"of separately timed runs {ratio_text(times[:, 0, 0] / times[:, 1, 0])} (cpu "
+          f"{ratio_text(times[:, 0, 1] / times[:, 1, 1])}), step's own work "
+          f"{overhead_ms:.1f} ms cpu per utterance{accuracy}")
+    if args.reference_prune_interval:
+        print(f"{'':15s} prune interval {args.prune_interval} against "
+              f"{args.reference_prune_interval}: bare decoder {speed[0, 0]:.1f}x against "
+              f"{speed[2, 0]:.1f}x real time, speed ratio "
+              f"{ratio_text(times[:, 2, 0] / times[:, 0, 0])} (cpu "
+              f"{ratio_text(times[:, 2, 1] / times[:, 0, 1])})")
 
 
 def char_error_rate(decoder: UtteranceDecoder, utts, args) -> float:
@@ -130,9 +176,13 @@ def main() -> None:
     parser.add_argument("--beam", type=float, default=13.0)
     parser.add_argument("--lattice-beam", type=float, default=8.0)
     parser.add_argument("--max-active", type=int, default=7000, help="(lattice-faster only)")
+    parser.add_argument("--prune-interval", type=int, default=PRUNE_INTERVAL)
+    parser.add_argument("--reference-prune-interval", type=int, default=0,
+                        help="also time the bare decoder at this prune interval in the same "
+                             "rounds (e.g. 100 against Kaldi's 25); 0: do not")
     parser.add_argument("--acwt", type=float, default=0.1)
     parser.add_argument("--frame-shift", type=float, default=0.01)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=5, help="timed rounds")
     parser.add_argument("--decoders", default=",".join(DECODERS))
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
@@ -150,7 +200,7 @@ def main() -> None:
         frames = sum(len(x) for _, x in utts)
         print(f"{len(utts)} utterances, {frames} frames ({frames * args.frame_shift:.1f} s), "
               f"beam {args.beam}, lattice beam {args.lattice_beam}, max-active {args.max_active} "
-              f"(lattice-faster), acwt {args.acwt}")
+              f"(lattice-faster), prune interval {args.prune_interval}, acwt {args.acwt}")
         for name in args.decoders.split(","):
             bench_decoder(name, hclg, trans_model, utts, args, workdir)
 

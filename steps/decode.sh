@@ -12,6 +12,7 @@ beam=13.0
 lattice_beam=8.0
 max_active=7000
 min_active=200
+prune_interval=25   # frames between lattice pruning passes (same lattice for any value)
 acwt=0.083333    # Kaldi's GMM default (1/12)
 decoder=lattice-faster  # bounded by --max-active; lattice-simple prunes by --beam only (with weak
                         # GMMs its search explodes). Both write lattices for LM-weight sweeps.
@@ -26,8 +27,8 @@ e.g.: $0 --nj 4 exp/mono/graph data/test exp/mono/decode_test
 The GMM exp dir (final.mdl, cmvn_opts) is the parent of <decode-dir> (Kaldi's layout).
 Options:
   --nj <n> --cmd <run.pl|queue.pl ..> --stage <n>
-  --beam <b> --lattice-beam <b> --max-active <n> --min-active <n> --acwt <scale>
-  --decoder <lattice-faster|lattice-simple> --model <final.mdl> --delta-order <n>
+  --beam <b> --lattice-beam <b> --max-active <n> --min-active <n> --prune-interval <n>
+  --acwt <scale> --decoder <lattice-faster|lattice-simple> --model <final.mdl> --delta-order <n>
   --skip-scoring <true|false> --scoring-opts '<opts for local/score.sh>'"
 
 utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
@@ -59,7 +60,8 @@ sdata=$data/split$nj
 if [ "$stage" -le 0 ]; then
   $cmd JOB=1:"$nj" "$dir/log/decode.JOB.log" \
     emasr gmm-decode --beam "$beam" --lattice-beam "$lattice_beam" --max-active "$max_active" \
-      --min-active "$min_active" --acwt "$acwt" --decoder "$decoder" $norm_vars \
+      --min-active "$min_active" --prune-interval "$prune_interval" --acwt "$acwt" \
+      --decoder "$decoder" $norm_vars \
       --delta-order "$delta_order" --word-symbol-table "$graphdir/words.txt" \
       "$model" "$graphdir/HCLG.fst" "$sdata/JOB" "$dir/lat.JOB.gz"
 fi

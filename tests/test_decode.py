@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import logging
+import re
+import struct
 
 import kaldiio
 import numpy as np
@@ -13,12 +15,14 @@ from click.testing import CliRunner
 from decode_toylang import (GRAMMAR, LEXICON, SENTENCES, make_lang, monophone_model,
                             oracle_loglikes, pdf_sequence)
 from emasr.cli import main
+from emasr.decode.decode_cli import decode_job
 from emasr.decode.decoder import DECODERS, DecodeConfig, DecodeError, UtteranceDecoder
 from emasr.decode.fstutil import read_fst
 from emasr.decode.graph import make_graph
 from emasr.decode.lattice_io import (LatticeArchiveWriter, best_paths, read_lattices,
                                      to_kaldifst)
-from emasr.stack import kaldi_hmm_gmm
+from emasr.decode.openfst_binary import CONST_STATE, FstFormatError, peek_fst_type, read_header
+from emasr.stack import kaldi_hmm_gmm, kaldifst
 
 ALLOWED = set(SENTENCES)
 
@@ -84,6 +88,66 @@ def test_forbidden_sentence_is_never_produced(toy, decoder):
         assert words_of(lang, hyp.words) in ALLOWED
 
 
+def padded_to_16(data: bytes) -> bytes:
+    return data + b"\0" * (-len(data) % 16)
+
+
+def aligned_const_fst(unaligned: bytes) -> bytes:
+    """The same ConstFst written with OpenFst's --fst_align: flag 4 in the header, the states and
+    the arcs arrays each padded to start at a multiple of 16 bytes."""
+    header, pos = read_header(unaligned, 0, "const")
+    states_end = pos + header.num_states * CONST_STATE.itemsize
+    flags_at = pos - struct.calcsize("<iQqqq")
+    head = unaligned[:flags_at] + struct.pack("<i", header.flags | 4) + unaligned[flags_at + 4:pos]
+    return padded_to_16(padded_to_16(head) + unaligned[pos:states_end]) + unaligned[states_end:]
+
+
+def test_a_const_graph_as_kaldis_mkgraph_writes_it_reads_and_decodes(toy, tmp_path):
+    """Kaldi's mkgraph.sh leaves a ConstFst HCLG.fst (fstconvert --fst_type=const), a type the
+    kaldifst wheel cannot read: read_fst re-lays it out as the same vector FST."""
+    lang, trans_model, graph, _ = toy
+    vector = read_fst(graph / "HCLG.fst")
+    const_path = tmp_path / "HCLG.const.fst"
+    assert kaldifst.StdConstFst(vector).write(str(const_path))
+    assert peek_fst_type(str(const_path)) == "const"
+    assert read_fst(const_path).to_str() == vector.to_str()
+    aligned_path = tmp_path / "HCLG.aligned.fst"
+    aligned_path.write_bytes(aligned_const_fst(const_path.read_bytes()))
+    assert read_fst(aligned_path).to_str() == vector.to_str()
+    dec = UtteranceDecoder(read_fst(const_path), trans_model, DecodeConfig())
+    hyp = dec.decode("u", sentence_loglikes(lang, trans_model, "A B C"))
+    assert words_of(lang, hyp.words) == "A B C"
+    # Damaged files are named, with what is wrong.
+    (tmp_path / "cut.fst").write_bytes(const_path.read_bytes()[:-20])
+    with pytest.raises(FstFormatError, match=r"cut\.fst: truncated"):
+        read_fst(tmp_path / "cut.fst")
+    (tmp_path / "text.fst").write_text("0 1 2 2\n1\n")
+    with pytest.raises(FstFormatError, match=r"text\.fst: not an OpenFst binary FST"):
+        read_fst(tmp_path / "text.fst")
+
+
+def lattice_labels_and_weights(lattice) -> list:
+    """The lattice's arcs and final weights without state numbers (numbering may differ)."""
+    return sorted(line.split()[2:] if len(line.split()) > 2 else line.split()[1:]
+                  for line in lattice.to_str().splitlines())
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+def test_the_prune_interval_does_not_change_the_lattice(toy, decoder):
+    """Pruning passes every frame or only at the end drop the same tokens (Kaldi's design): the
+    option trades memory for speed, the lattice stays the same."""
+    lang, trans_model, graph, _ = toy
+    hclg = read_fst(graph / "HCLG.fst")
+    often, never = (UtteranceDecoder(hclg, trans_model, DecodeConfig(
+        decoder=decoder, lattice_beam=20.0, prune_interval=interval)) for interval in (1, 100000))
+    if decoder == "lattice-faster":
+        assert often._decoder.config.prune_interval == 1
+    loglikes = sentence_loglikes(lang, trans_model, "B C D", seed=3)
+    a, b = often.decode("u", loglikes), never.decode("u", loglikes)
+    assert a.lattice.num_states == b.lattice.num_states > a.num_frames
+    assert lattice_labels_and_weights(a.lattice) == lattice_labels_and_weights(b.lattice)
+
+
 def test_lattice_on_disk_keeps_costs_apart(toy, tmp_path):
     lang, trans_model, graph, _ = toy
     config = DecodeConfig(acwt=0.1)
@@ -131,6 +195,17 @@ def test_bad_input_is_reported_and_the_job_continues(toy, tmp_path):
         assert f"utterance {utt}:" in text
     assert "decoded 2 utterances" in text
     assert "failed 3 (no-final 1, not-finite 1, wrong-dim 1)" in text
+    assert re.search(r"x real time \(the decoder call \d+% of it\)", text)
+
+
+def test_the_job_knows_how_much_of_its_time_the_decoder_call_took(toy, tmp_path):
+    lang, trans_model, graph, _ = toy
+    dec = UtteranceDecoder(read_fst(graph / "HCLG.fst"), trans_model, DecodeConfig())
+    items = [(f"u{i}", sentence_loglikes(lang, trans_model, s, i)) for i, s in enumerate(SENTENCES)]
+    stats = decode_job(dec, items, str(tmp_path / "lat.1.gz"), str(tmp_path / "hyp.1.txt"))
+    hyps = [dec.decode(utt, x) for utt, x in items]
+    assert all(0 < hyp.decoder_seconds for hyp in hyps)
+    assert 0 < stats.decoder_seconds < stats.seconds
 
 
 def test_decoder_rejects_bad_matrices_by_name(toy):

@@ -19,6 +19,7 @@ beam=13.0
 lattice_beam=8.0
 max_active=7000
 min_active=200
+prune_interval=25   # frames between lattice pruning passes (same lattice for any value)
 acwt=0.1            # acoustic scale for network log-likelihoods
 decoder=lattice-faster  # bounded by --max-active; lattice-simple prunes by --beam only
 frame_shift=0.03    # seconds per network frame (10 ms * stacking factor), for the real-time factor
@@ -32,7 +33,8 @@ e.g.: $0 --nj 8 --model ema exp/dnn/graph data/test_fbank exp/dnn/decode_test_em
 Options:
   --nj <n> --cmd <run.pl|queue.pl ..> --stage <n> --model <final|ema> --srcdir <nnet-exp-dir>
   --trans-mdl <final.mdl> --prior-scale <s> --num-threads <n>
-  --beam <b> --lattice-beam <b> --max-active <n> --min-active <n> --acwt <scale>
+  --beam <b> --lattice-beam <b> --max-active <n> --min-active <n> --prune-interval <n>
+  --acwt <scale>
   --decoder <lattice-faster|lattice-simple> --frame-shift <s> --keep-loglikes <true|false>
   --skip-scoring <true|false> --scoring-opts '<opts for local/score.sh>'"
 
@@ -65,7 +67,8 @@ fi
 if [ "$stage" -le 1 ]; then
   $cmd JOB=1:"$nj" "$dir/log/decode.JOB.log" \
     emasr decode-loglikes --beam "$beam" --lattice-beam "$lattice_beam" \
-      --max-active "$max_active" --min-active "$min_active" --acwt "$acwt" --decoder "$decoder" \
+      --max-active "$max_active" --min-active "$min_active" --prune-interval "$prune_interval" \
+      --acwt "$acwt" --decoder "$decoder" \
       --frame-shift "$frame_shift" --word-symbol-table "$graphdir/words.txt" \
       "$trans_mdl" "$graphdir/HCLG.fst" "scp:$dir/loglikes.JOB.scp" "$dir/lat.JOB.gz"
   [ "$keep_loglikes" = true ] || rm -f "$dir"/loglikes.*.ark "$dir"/loglikes.*.scp

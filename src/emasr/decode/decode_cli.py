@@ -20,7 +20,8 @@ import click
 import kaldiio
 import numpy as np
 
-from emasr.decode.decoder import DECODERS, DecodeConfig, DecodeError, UtteranceDecoder
+from emasr.decode.decoder import (DECODERS, PRUNE_INTERVAL, DecodeConfig, DecodeError,
+                                  UtteranceDecoder)
 from emasr.decode.fstutil import read_fst
 from emasr.decode.lattice_io import LatticeArchiveWriter
 from emasr.io.table import read_table, write_table
@@ -36,6 +37,7 @@ class DecodeStats:
     num_partial: int = 0
     failed: Counter = field(default_factory=Counter)
     seconds: float = 0.0
+    decoder_seconds: float = 0.0  # of `seconds`, in the C++ decoder call itself
     acoustic_cost: float = 0.0
 
     def summary(self, frame_shift: float) -> str:
@@ -43,8 +45,10 @@ class DecodeStats:
         speed = audio / self.seconds if self.seconds > 0 else float("inf")
         failed = ", ".join(f"{kind} {count}" for kind, count in sorted(self.failed.items()))
         avg = -self.acoustic_cost / max(self.num_frames, 1)
+        share = self.decoder_seconds / self.seconds if self.seconds > 0 else 1.0
         return (f"decoded {self.num_done} utterances ({self.num_frames} frames, {audio:.1f} s of "
-                f"audio) in {self.seconds:.1f} s = {speed:.1f}x real time; partial (no final "
+                f"audio) in {self.seconds:.1f} s = {speed:.1f}x real time (the decoder call "
+                f"{100 * share:.0f}% of it); partial (no final "
                 f"state) {self.num_partial}; failed {sum(self.failed.values())}"
                 f"{' (' + failed + ')' if failed else ''}; average acoustic log-likelihood per "
                 f"frame {avg:.3f}")
@@ -92,6 +96,7 @@ def decode_job(decoder: UtteranceDecoder, items: Iterable[tuple[str, np.ndarray 
             stats.num_done += 1
             stats.num_frames += hyp.num_frames
             stats.num_partial += not hyp.reached_final
+            stats.decoder_seconds += hyp.decoder_seconds
             stats.acoustic_cost += hyp.acoustic_cost
     write_table(hyp_path, hyps)
     stats.seconds = time.monotonic() - start
@@ -131,6 +136,10 @@ def decode_options(func):
                      help="Most active states per frame (lattice-faster only)."),
         click.option("--min-active", type=int, default=200, show_default=True,
                      help="Fewest active states per frame (lattice-faster only)."),
+        click.option("--prune-interval", type=click.IntRange(min=1), default=PRUNE_INTERVAL,
+                     show_default=True,
+                     help="Frames between lattice pruning passes (Kaldi's option): the "
+                          "lattice is the same for any interval, the speed and memory are not."),
         click.option("--acwt", "--acoustic-scale", "acwt", type=float, default=0.1,
                      show_default=True, help="Acoustic scale applied to the log-likelihoods."),
         click.option("--decoder", type=click.Choice(DECODERS), default="lattice-faster",
@@ -155,8 +164,8 @@ def decode_options(func):
 def config_from(options: dict) -> DecodeConfig:
     return DecodeConfig(beam=options["beam"], lattice_beam=options["lattice_beam"],
                         max_active=options["max_active"], min_active=options["min_active"],
-                        acwt=options["acwt"], decoder=options["decoder"],
-                        allow_partial=options["allow_partial"])
+                        prune_interval=options["prune_interval"], acwt=options["acwt"],
+                        decoder=options["decoder"], allow_partial=options["allow_partial"])
 
 
 def finish(stats: DecodeStats, frame_shift: float) -> None:

@@ -16,6 +16,7 @@ Acoustic costs in the returned lattice are unscaled (divided by acwt again), as 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +25,11 @@ from emasr.decode.lattice_faster import LatticeFasterDecoder
 from emasr.stack import kaldi_decoder, kaldifst
 
 DECODERS = ("lattice-faster", "lattice-simple")
+# Frames between the decoders' passes that prune the lattice built so far (Kaldi's
+# --prune-interval and default). The passes only drop tokens that the final pruning would drop
+# too, so the lattice is the same for any interval; what changes is speed and memory, and which
+# interval is fastest depends on the task (docs/decoding.md).
+PRUNE_INTERVAL = 25
 
 
 class DecodeError(ValueError):
@@ -40,6 +46,7 @@ class DecodeConfig:
     lattice_beam: float = 8.0
     max_active: int = 7000
     min_active: int = 200
+    prune_interval: int = PRUNE_INTERVAL
     acwt: float = 0.1
     decoder: str = "lattice-faster"
     allow_partial: bool = True
@@ -55,6 +62,7 @@ class Hypothesis:
     lattice: kaldifst.Lattice  # tids : words, weights (graph cost, unscaled acoustic cost)
     num_frames: int
     reached_final: bool = True
+    decoder_seconds: float = 0.0  # wall time of the C++ decoder call alone (run_decoder)
 
 
 class UtteranceDecoder:
@@ -72,11 +80,13 @@ class UtteranceDecoder:
         self.hclg = hclg
         if config.decoder == "lattice-simple":
             self._decoder = kaldi_decoder.LatticeSimpleDecoder(
-                hclg, kaldi_decoder.LatticeSimpleDecoderConfig(beam=config.beam,
-                                                               lattice_beam=config.lattice_beam))
+                hclg, kaldi_decoder.LatticeSimpleDecoderConfig(
+                    beam=config.beam, lattice_beam=config.lattice_beam,
+                    prune_interval=config.prune_interval))
         else:
             self._decoder = LatticeFasterDecoder(hclg, config.beam, config.max_active,
-                                                 config.min_active, config.lattice_beam)
+                                                 config.min_active, config.lattice_beam,
+                                                 config.prune_interval)
 
     def check(self, utt: str, loglikes: np.ndarray) -> None:
         """Reject what the decoder cannot use, naming the utterance and the problem."""
@@ -110,7 +120,12 @@ class UtteranceDecoder:
         loglikes = np.asarray(loglikes, dtype=np.float32)
         self.check(utt, loglikes)
         tid_loglikes = self.map_to_transition_ids(loglikes)
-        return self._from_raw_lattice(utt, loglikes, self.run_decoder(tid_loglikes))
+        start = time.perf_counter()
+        result = self.run_decoder(tid_loglikes)
+        decoder_seconds = time.perf_counter() - start
+        hyp = self._from_raw_lattice(utt, loglikes, result)
+        hyp.decoder_seconds = decoder_seconds
+        return hyp
 
     def _from_raw_lattice(self, utt: str, loglikes: np.ndarray, result) -> Hypothesis:
         ok, lattice = result

@@ -6,8 +6,10 @@ transducer that maps the labels (what OpenFst's fstrelabel/fstrmsymbols amount t
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Iterable
 
+from emasr.decode.openfst_binary import FstFormatError, const_as_vector_bytes, peek_fst_type
 from emasr.io.atomic import atomic_path
 from emasr.stack import kaldifst
 
@@ -19,15 +21,35 @@ def write_fst(fst, path: str | os.PathLike) -> None:
             raise OSError(f"could not write FST to {os.fspath(path)}")
 
 
+def scratch_dir(fallback: str) -> str:
+    """Where scratch FST files go: kaldifst reads and writes FSTs only as files."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else fallback
+
+
 def read_fst(path: str | os.PathLike) -> kaldifst.StdVectorFst:
-    """Read an OpenFst binary FST (vector or const) as a StdVectorFst; a clear error if missing."""
+    """Read an OpenFst binary FST as a StdVectorFst: a vector FST, or a const one (Kaldi's
+    mkgraph.sh output), which kaldifst cannot read itself and is re-laid out as a vector FST."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"expected FST file {path} to exist")
-    try:
-        return kaldifst.StdVectorFst.read(path)
-    except Exception:  # a ConstFst (fstconvert --fst_type=const) does not read as a VectorFst
-        return kaldifst.StdVectorFst(kaldifst.StdConstFst.read(path))
+    fst_type = peek_fst_type(path)
+    if fst_type == "vector":
+        fst = kaldifst.StdVectorFst.read(path)
+    elif fst_type == "const":
+        with open(path, "rb") as f:
+            vector_bytes = const_as_vector_bytes(f.read(), path)
+        with tempfile.NamedTemporaryFile(dir=scratch_dir(tempfile.gettempdir()),
+                                         suffix=".fst") as scratch:
+            scratch.write(vector_bytes)
+            scratch.flush()
+            fst = kaldifst.StdVectorFst.read(scratch.name)
+    else:
+        raise FstFormatError(f"{path}: FST type '{fst_type}' is not supported (expected a "
+                             "vector or const FST)")
+    if fst is None:
+        raise FstFormatError(f"{path}: OpenFst could not read this FST (see the error above)")
+    return fst
 
 
 def fst_size(fst) -> tuple[int, int]:

@@ -77,11 +77,12 @@ class LatticeFasterDecoder:
     """One decoder over one HCLG; decode() then raw_lattice() per utterance."""
 
     def __init__(self, hclg: kaldifst.StdVectorFst, beam: float, max_active: int,
-                 min_active: int, lattice_beam: float):
-        config = kaldi_hmm_gmm.LatticeFasterDecoderConfig(
-            beam=beam, max_active=max_active, min_active=min_active, lattice_beam=lattice_beam)
+                 min_active: int, lattice_beam: float, prune_interval: int):
+        self.config = kaldi_hmm_gmm.LatticeFasterDecoderConfig(
+            beam=beam, max_active=max_active, min_active=min_active, lattice_beam=lattice_beam,
+            prune_interval=prune_interval)
         self._hclg = hclg  # the decoder keeps a reference to it, not a copy
-        self._decoder = kaldi_hmm_gmm.LatticeFasterDecoderStdVectorFst(hclg, config)
+        self._decoder = kaldi_hmm_gmm.LatticeFasterDecoderStdVectorFst(hclg, self.config)
         self._address = _cpp_pointer(self._decoder)
 
     def decode(self, tid_loglikes: np.ndarray) -> bool:

@@ -14,16 +14,16 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
-import struct
 import tempfile
 from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
 
+from emasr.decode.fstutil import scratch_dir
+from emasr.decode.openfst_binary import HAS_ISYMBOLS, HAS_OSYMBOLS, FstFormatError, read_header
 from emasr.stack import kaldifst
 
-FST_MAGIC = 2125659606  # OpenFst's binary FST magic number
 BINARY_MARK = b"\0B"    # Kaldi's binary-mode marker after the key
 ARC_DTYPE = np.dtype([("ilabel", "<i4"), ("olabel", "<i4"), ("graph", "<f4"),
                       ("acoustic", "<f4"), ("nextstate", "<i4")])
@@ -32,11 +32,6 @@ STATE_DTYPE = np.dtype([("graph", "<f4"), ("acoustic", "<f4"), ("num_arcs", "<i8
 
 class LatticeFormatError(ValueError):
     """A lattice archive is malformed; the message names the file and the entry."""
-
-
-def scratch_dir(fallback: str) -> str:
-    shm = "/dev/shm"
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else fallback
 
 
 class LatticeArchiveWriter:
@@ -101,29 +96,19 @@ class LatticeArcs:
 
 def parse_binary(data: bytes, pos: int, where: str) -> tuple[LatticeArcs, int]:
     """An OpenFst binary VectorFst of lattice4 arcs at data[pos:]; returns it and its end."""
-    def take(fmt: str):
-        nonlocal pos
-        values = struct.unpack_from(fmt, data, pos)
-        pos += struct.calcsize(fmt)
-        return values
-
-    def string() -> str:
-        (length,) = take("<i")
-        nonlocal pos
-        pos += length
-        return data[pos - length:pos].decode("ascii", "replace")
-
     try:
-        (magic,) = take("<i")
-        fst_type, arc_type = (string(), string()) if magic == FST_MAGIC else ("", "")
-        if magic != FST_MAGIC or fst_type != "vector" or arc_type != "lattice4":
-            raise LatticeFormatError(f"{where}: expected a binary vector FST of lattice4 arcs "
-                                     f"(a Kaldi Lattice), got type '{fst_type}/{arc_type}'")
-        _version, flags, _props, start, num_states, _num_arcs = take("<iiQqqq")
-        if flags & 3:
-            raise LatticeFormatError(f"{where}: lattice carries symbol tables; not supported")
-        src, arcs, finals = [], [], {}
-        for state in range(num_states):
+        header, pos = read_header(data, pos, where)
+    except FstFormatError as err:
+        raise LatticeFormatError(str(err)) from None
+    if header.fst_type != "vector" or header.arc_type != "lattice4":
+        raise LatticeFormatError(f"{where}: expected a binary vector FST of lattice4 arcs "
+                                 f"(a Kaldi Lattice), got type '{header.fst_type}/"
+                                 f"{header.arc_type}'")
+    if header.flags & (HAS_ISYMBOLS | HAS_OSYMBOLS):
+        raise LatticeFormatError(f"{where}: lattice carries symbol tables; not supported")
+    src, arcs, finals = [], [], {}
+    try:
+        for state in range(header.num_states):
             final = np.frombuffer(data, STATE_DTYPE, 1, pos)[0]
             pos += STATE_DTYPE.itemsize
             if np.isfinite(final["graph"]):
@@ -132,15 +117,14 @@ def parse_binary(data: bytes, pos: int, where: str) -> tuple[LatticeArcs, int]:
             arcs.append(np.frombuffer(data, ARC_DTYPE, count, pos))
             src.append(np.full(count, state, dtype=np.int64))
             pos += count * ARC_DTYPE.itemsize
-    except (struct.error, ValueError) as err:
-        if isinstance(err, LatticeFormatError):
-            raise
+    except ValueError as err:
         raise LatticeFormatError(f"{where}: truncated or corrupt binary lattice ({err})") from None
     table = np.concatenate(arcs) if arcs else np.zeros(0, ARC_DTYPE)
     lattice = LatticeArcs(np.concatenate(src) if src else np.zeros(0, np.int64),
                           table["nextstate"].astype(np.int64), table["ilabel"].astype(np.int64),
                           table["olabel"].astype(np.int64), table["graph"].astype(np.float64),
-                          table["acoustic"].astype(np.float64), finals, start, num_states)
+                          table["acoustic"].astype(np.float64), finals, header.start,
+                          header.num_states)
     return lattice, pos
 
 
