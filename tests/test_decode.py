@@ -19,8 +19,8 @@ from emasr.decode.decode_cli import decode_job
 from emasr.decode.decoder import DECODERS, DecodeConfig, DecodeError, UtteranceDecoder
 from emasr.decode.fstutil import read_fst
 from emasr.decode.graph import make_graph
-from emasr.decode.lattice_io import (LatticeArchiveWriter, best_paths, read_lattices,
-                                     to_kaldifst)
+from emasr.decode.lattice_best import best_paths
+from emasr.decode.lattice_io import LatticeArchiveWriter, read_lattices, to_kaldifst
 from emasr.decode.openfst_binary import CONST_STATE, FstFormatError, peek_fst_type, read_header
 from emasr.stack import kaldi_hmm_gmm, kaldifst
 

@@ -4,9 +4,9 @@ Each entry is what Kaldi's LatticeWriter writes in binary mode: the utterance id
 binary marker `\\0B`, then the lattice as an OpenFst binary VectorFst with Kaldi's `lattice4` arcs
 (input: transition id, output: word, weight: graph cost and acoustic cost), the layout Kaldi's
 readers accept wherever they read `lat.*.gz` (Kaldi's CompactLattice reader converts a binary
-Lattice it meets). Acoustic costs are unscaled, so the LM
-weight and the word insertion penalty can be chosen later (`best_paths`). kaldifst serialises a
-lattice only to a file, so each one passes through a scratch file (in /dev/shm when there is one).
+Lattice it meets). Acoustic costs are unscaled, so the LM weight and the word insertion penalty
+can be chosen later (emasr.decode.lattice_best). kaldifst serialises a lattice only to a file, so
+each one passes through a scratch file (in /dev/shm when there is one).
 `read_lattices` also reads Kaldi's text form of Lattice entries.
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
+import struct
 import tempfile
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -106,26 +107,39 @@ def parse_binary(data: bytes, pos: int, where: str) -> tuple[LatticeArcs, int]:
                                  f"{header.arc_type}'")
     if header.flags & (HAS_ISYMBOLS | HAS_OSYMBOLS):
         raise LatticeFormatError(f"{where}: lattice carries symbol tables; not supported")
-    src, arcs, finals = [], [], {}
+    # Each state is its record (final weight, arc count) then its arcs: only the counts need a
+    # walk through the bytes; the records and arcs are then gathered in one go.
+    record_at, counts = np.zeros(header.num_states, np.int64), np.zeros(header.num_states, np.int64)
     try:
         for state in range(header.num_states):
-            final = np.frombuffer(data, STATE_DTYPE, 1, pos)[0]
-            pos += STATE_DTYPE.itemsize
-            if np.isfinite(final["graph"]):
-                finals[state] = (float(final["graph"]), float(final["acoustic"]))
-            count = int(final["num_arcs"])
-            arcs.append(np.frombuffer(data, ARC_DTYPE, count, pos))
-            src.append(np.full(count, state, dtype=np.int64))
-            pos += count * ARC_DTYPE.itemsize
-    except ValueError as err:
+            record_at[state] = pos
+            (counts[state],) = struct.unpack_from("<q", data, pos + 8)
+            pos += STATE_DTYPE.itemsize + int(counts[state]) * ARC_DTYPE.itemsize
+        if pos > len(data) or (counts < 0).any():
+            raise ValueError(f"{header.num_states} states need {pos} bytes, {len(data)} there")
+    except (struct.error, ValueError) as err:
         raise LatticeFormatError(f"{where}: truncated or corrupt binary lattice ({err})") from None
-    table = np.concatenate(arcs) if arcs else np.zeros(0, ARC_DTYPE)
-    lattice = LatticeArcs(np.concatenate(src) if src else np.zeros(0, np.int64),
-                          table["nextstate"].astype(np.int64), table["ilabel"].astype(np.int64),
-                          table["olabel"].astype(np.int64), table["graph"].astype(np.float64),
+    raw = np.frombuffer(data, np.uint8)
+    records = gather(raw, record_at, STATE_DTYPE)
+    src = np.repeat(np.arange(header.num_states, dtype=np.int64), counts)
+    first_arc = np.cumsum(counts) - counts
+    arc_at = (record_at[src] + STATE_DTYPE.itemsize
+              + (np.arange(len(src)) - first_arc[src]) * ARC_DTYPE.itemsize)
+    table = gather(raw, arc_at, ARC_DTYPE)
+    final = np.flatnonzero(np.isfinite(records["graph"]))
+    finals = {int(s): (float(records["graph"][s]), float(records["acoustic"][s])) for s in final}
+    lattice = LatticeArcs(src, table["nextstate"].astype(np.int64),
+                          table["ilabel"].astype(np.int64), table["olabel"].astype(np.int64),
+                          table["graph"].astype(np.float64),
                           table["acoustic"].astype(np.float64), finals, header.start,
                           header.num_states)
     return lattice, pos
+
+
+def gather(raw: np.ndarray, offsets: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Records of `dtype` at the given byte offsets of `raw`."""
+    index = offsets[:, None] + np.arange(dtype.itemsize)[None, :]
+    return raw[index].reshape(-1).view(dtype)
 
 
 def parse_weight(text: str, where: str) -> tuple[float, float]:
@@ -201,18 +215,3 @@ def to_kaldifst(arcs: LatticeArcs, word_ins_penalty: float = 0.0) -> kaldifst.La
     for state, (g, a) in arcs.finals.items():
         lattice.set_final(state, kaldifst.LatticeWeight(g, a))
     return lattice
-
-
-def best_paths(arcs: LatticeArcs, lm_weights: list[float], word_ins_penalties: list[float]
-               ) -> dict[tuple[float, float], list[int]]:
-    """Word sequence of the best path for every (LM weight, penalty): Kaldi's
-    `lattice-scale --inv-acoustic-scale=LMWT | lattice-add-penalty | lattice-best-path`."""
-    best = {}
-    for penalty in word_ins_penalties:
-        lattice = to_kaldifst(arcs, penalty)
-        for lmwt in lm_weights:
-            scaled = kaldifst.Lattice(lattice)
-            kaldifst.scale_lattice(kaldifst.lattice_scale(1.0, 1.0 / lmwt), scaled)
-            _, _, words, _ = kaldifst.get_linear_symbol_sequence(kaldifst.shortest_path(scaled))
-            best[(lmwt, penalty)] = list(words)
-    return best

@@ -17,10 +17,12 @@ import logging
 import os
 import re
 import sys
+from typing import Iterable, Iterator
 
 import click
 
-from emasr.decode.lattice_io import best_paths, read_lattices
+from emasr.decode.lattice_best import best_paths_batch
+from emasr.decode.lattice_io import read_lattices
 from emasr.io.atomic import atomic_write
 from emasr.io.table import read_table, write_table
 from emasr.log import progress
@@ -28,6 +30,9 @@ from emasr.score.wer import (ErrorCounts, filter_words, per_spk_table, per_utt_l
                              to_units, wer_lines)
 
 logger = logging.getLogger(__name__)
+# Lattices whose best paths are found in one pass: enough to make numpy's per-call cost small,
+# few enough that the cost table (arcs x LM weights x penalties) stays tens of MB.
+LATTICES_PER_BATCH = 64
 
 
 def parse_penalties(text: str) -> list[str]:
@@ -47,15 +52,29 @@ def decode_hypotheses(decode_dir: str, word_symbols: dict[int, str], lmwts: list
     hyps: dict[tuple[int, str], dict[str, list[str]]] = {
         (lmwt, penalty): {} for lmwt in lmwts for penalty in penalties}
     for path in paths:
-        for utt, arcs in progress(read_lattices(path), desc=f"best paths {os.path.basename(path)}",
-                                  logger=logger):
-            best = best_paths(arcs, [float(l) for l in lmwts], [float(p) for p in penalties])
-            for lmwt in lmwts:
-                for penalty in penalties:
-                    words = best[(float(lmwt), float(penalty))]
-                    hyps[(lmwt, penalty)][utt] = filter_words([word_symbols.get(w, str(w))
-                                                               for w in words])
+        for batch in batches(progress(read_lattices(path), logger=logger,
+                                      desc=f"best paths {os.path.basename(path)}")):
+            named = [(f"{path}: entry {utt}", arcs) for utt, arcs in batch]
+            bests = best_paths_batch(named, [float(l) for l in lmwts],
+                                     [float(p) for p in penalties])
+            for (utt, _), best in zip(batch, bests):
+                for lmwt in lmwts:
+                    for penalty in penalties:
+                        words = best[(float(lmwt), float(penalty))]
+                        hyps[(lmwt, penalty)][utt] = filter_words([word_symbols.get(w, str(w))
+                                                                   for w in words])
     return hyps
+
+
+def batches(items: Iterable, size: int = LATTICES_PER_BATCH) -> Iterator[list]:
+    batch = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def best_line(lines: dict[str, str]) -> tuple[str, str]:
