@@ -105,3 +105,18 @@ def test_binary_archive_reads_back_exactly_and_a_cut_entry_is_named(tmp_path):
         f.write(data[:len(data) - 30])
     with pytest.raises(LatticeFormatError, match=r"cut\.gz: entry u2: truncated or corrupt"):
         list(read_lattices(str(tmp_path / "cut.gz")))
+
+
+def test_scoring_batches_keep_the_order_and_the_arc_budget():
+    from emasr.score.score_cli import batches
+
+    rng = np.random.default_rng(11)
+    lattices = [(f"u{i}", random_lattice(rng, frames=int(rng.integers(2, 20)))) for i in range(20)]
+    sizes = [len(arcs.src) for _, arcs in lattices]
+    budget = 3 * int(np.median(sizes))
+    grouped = list(batches(lattices + [("big", random_lattice(rng, frames=100))], budget))
+    assert [utt for batch in grouped for utt, _ in batch] == [u for u, _ in lattices] + ["big"]
+    assert grouped[-1] == [grouped[-1][0]] and grouped[-1][0][0] == "big"  # over budget: alone
+    for batch in grouped[:-1]:
+        assert sum(len(arcs.src) for _, arcs in batch) <= budget
+    assert len(grouped) > 3

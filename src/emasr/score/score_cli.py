@@ -22,7 +22,7 @@ from typing import Iterable, Iterator
 import click
 
 from emasr.decode.lattice_best import best_paths_batch
-from emasr.decode.lattice_io import read_lattices
+from emasr.decode.lattice_io import LatticeArcs, read_lattices
 from emasr.io.atomic import atomic_write
 from emasr.io.table import read_table, write_table
 from emasr.log import progress
@@ -30,9 +30,10 @@ from emasr.score.wer import (ErrorCounts, filter_words, per_spk_table, per_utt_l
                              to_units, wer_lines)
 
 logger = logging.getLogger(__name__)
-# Lattices whose best paths are found in one pass: enough to make numpy's per-call cost small,
-# few enough that the cost table (arcs x LM weights x penalties) stays tens of MB.
-LATTICES_PER_BATCH = 64
+# Arcs of the lattices whose best paths are found in one pass: enough to make numpy's per-call
+# cost small (about 85 of the small profile's network lattices), few enough that the tables of
+# arcs or states x (LM weight, penalty) pairs stay tens of MB.
+ARCS_PER_BATCH = 100_000
 
 
 def parse_penalties(text: str) -> list[str]:
@@ -66,13 +67,16 @@ def decode_hypotheses(decode_dir: str, word_symbols: dict[int, str], lmwts: list
     return hyps
 
 
-def batches(items: Iterable, size: int = LATTICES_PER_BATCH) -> Iterator[list]:
-    batch = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
+def batches(lattices: Iterable[tuple[str, LatticeArcs]], max_arcs: int = ARCS_PER_BATCH
+            ) -> Iterator[list[tuple[str, LatticeArcs]]]:
+    """Consecutive lattices, as many as fit `max_arcs` arcs together (at least one)."""
+    batch, arcs = [], 0
+    for item in lattices:
+        if batch and arcs + len(item[1].src) > max_arcs:
             yield batch
-            batch = []
+            batch, arcs = [], 0
+        batch.append(item)
+        arcs += len(item[1].src)
     if batch:
         yield batch
 
