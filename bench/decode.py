@@ -119,7 +119,7 @@ def bench_decoder(name: str, hclg, trans_model, utts, args, workdir: str) -> Non
         for matrix in mapped:
             decoder.run_decoder(matrix)
 
-    decoder_shares = []  # per timed step: the decoder call's share of the step's own clock
+    decoder_shares = []  # per step (the first is the warm-up): the decoder call's share of it
 
     def step():
         stats = decode_job(decoder, utts, os.path.join(workdir, f"lat.{name}.gz"),

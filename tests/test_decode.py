@@ -121,6 +121,8 @@ def test_a_const_graph_as_kaldis_mkgraph_writes_it_reads_and_decodes(toy, tmp_pa
     (tmp_path / "cut.fst").write_bytes(const_path.read_bytes()[:-20])
     with pytest.raises(FstFormatError, match=r"cut\.fst: truncated"):
         read_fst(tmp_path / "cut.fst")
+    assert kaldifst.StdConstFst(kaldifst.StdVectorFst()).write(str(tmp_path / "empty.fst"))
+    assert read_fst(tmp_path / "empty.fst").num_states == 0
     (tmp_path / "text.fst").write_text("0 1 2 2\n1\n")
     with pytest.raises(FstFormatError, match=r"text\.fst: not an OpenFst binary FST"):
         read_fst(tmp_path / "text.fst")

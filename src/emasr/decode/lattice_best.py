@@ -74,7 +74,7 @@ class Union:
         finals = [(offset + s, *arcs.finals[s]) for offset, (_, arcs) in zip(offsets, lattices)
                   for s in sorted(arcs.finals)]
         finals_table = np.array(finals, dtype=np.float64).reshape(-1, 3)
-        counts = [len(arcs.finals) for _, arcs in lattices]
+        counts = np.array([len(arcs.finals) for _, arcs in lattices], dtype=np.int64)
         return cls(
             src=np.concatenate([a.src + o for o, (_, a) in zip(offsets, lattices)]),
             dst=np.concatenate([a.dst + o for o, (_, a) in zip(offsets, lattices)]),
@@ -86,7 +86,7 @@ class Union:
             num_states=int(offsets[-1]),
             final_states=finals_table[:, 0].astype(np.int64),
             final_costs=finals_table[:, 1:],
-            finals_start=np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64))
+            finals_start=np.cumsum(counts) - counts)
 
 
 def arc_levels(arcs: LatticeArcs, where: str) -> np.ndarray:

@@ -103,15 +103,17 @@ def const_as_vector_bytes(data: bytes, where: str) -> bytes:
                              f"states and {header.num_arcs} arcs")
     states = np.frombuffer(data, CONST_STATE, header.num_states, states_at)
     arcs = np.frombuffer(data, STD_ARC, header.num_arcs, arcs_at)
-    expected_pos = np.concatenate([[0], np.cumsum(states["num_arcs"], dtype=np.int64)[:-1]])
-    if not np.array_equal(states["pos"].astype(np.int64), expected_pos):
+    counts = states["num_arcs"].astype(np.int64)
+    first_arc = np.cumsum(counts) - counts
+    if not np.array_equal(states["pos"].astype(np.int64), first_arc):
         raise FstFormatError(f"{where}: arcs are not stored in state order")
-    return _vector_layout(header, states["final"], states["num_arcs"].astype(np.int64), arcs)
+    return _vector_layout(header, states["final"], counts, first_arc, arcs)
 
 
 def _vector_layout(header: FstHeader, finals: np.ndarray, counts: np.ndarray,
-                   arcs: np.ndarray) -> bytes:
-    """The VectorFst file: header, then per state its final weight, arc count and arcs."""
+                   first_arc: np.ndarray, arcs: np.ndarray) -> bytes:
+    """The VectorFst file: header, then per state its final weight, arc count and arcs
+    (`first_arc`: each state's first arc in `arcs`)."""
     def string(text: str) -> bytes:
         return struct.pack("<i", len(text)) + text.encode("ascii")
 
@@ -123,7 +125,6 @@ def _vector_layout(header: FstHeader, finals: np.ndarray, counts: np.ndarray,
     # starts at word 3 s + 4 (arcs of earlier states), and arc j of state s at 3 (s + 1) + 4 j.
     num_states, num_arcs = len(finals), len(arcs)
     words = np.empty(3 * num_states + 4 * num_arcs, "<u4")
-    first_arc = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     record_at = 3 * np.arange(num_states, dtype=np.int64) + 4 * first_arc
     words[record_at] = np.ascontiguousarray(finals, "<f4").view("<u4")
     words[record_at + 1] = counts & 0xFFFFFFFF
