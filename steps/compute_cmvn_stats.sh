@@ -21,6 +21,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 . "$(dirname "$0")/../utils/parse_options.sh"
+# shellcheck source=steps/lib/require_writable.sh
+. "$(dirname "$0")/lib/require_writable.sh"  # the read-only-dir check, shared with make_*.sh
 
 if [ $# -lt 1 ] || [ $# -gt 3 ]; then
   printf '%b\n' "$help_message" >&2; exit 1
@@ -33,7 +35,7 @@ for f in "$data/feats.scp" "$data/spk2utt"; do
   [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
 done
 name=$(basename "$data")
-mkdir -p "$logdir" "$cmvndir"
+require_writable_dirs "$data" "$logdir" "$cmvndir" CMVN
 cmvndir=$(cd "$cmvndir" && pwd)
 
 emasr compute-cmvn-stats ${extra_opts[@]+"${extra_opts[@]}"} "$data" "$cmvndir" \

@@ -20,6 +20,7 @@ model=           # default: <srcdir>/final.mdl
 delta_order=     # default: <srcdir>/delta_order if the training step left one, else 2
 skip_scoring=false
 scoring_opts=
+max_failed_fraction=0.05  # fail when more than this share of the utterances got no lattice
 # End configuration section.
 
 help_message="Usage: $0 [options] <graph-dir> <data-dir> <decode-dir>
@@ -29,7 +30,9 @@ Options:
   --nj <n> --cmd <run.pl|queue.pl ..> --stage <n>
   --beam <b> --lattice-beam <b> --max-active <n> --min-active <n> --prune-interval <n>
   --acwt <scale> --decoder <lattice-faster|lattice-simple> --model <final.mdl> --delta-order <n>
-  --skip-scoring <true|false> --scoring-opts '<opts for local/score.sh>'"
+  --skip-scoring <true|false> --scoring-opts '<opts for local/score.sh>'
+  --max-failed-fraction <f>   utterances whose decode failed are scored as deletions; more than
+                              this share of them fails the step, naming them (default $max_failed_fraction)"
 
 utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
 . "$utils_dir/parse_options.sh"
@@ -45,6 +48,11 @@ srcdir=$(dirname "$dir")
 for f in "$graphdir/HCLG.fst" "$graphdir/words.txt" "$data/feats.scp" "$data/cmvn.scp" "$model"; do
   [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
 done
+# A graph of another model (other pdfs, or another tree with the same phones) makes the C++
+# decoder abort or decode nonsense: check before any work.
+compat=(--model "$model" --graph "$graphdir")
+[ -f "$(dirname "$model")/tree" ] && compat+=(--tree "$(dirname "$model")/tree")
+emasr check-compatible "${compat[@]}" || exit 1
 cmvn_opts=$(cat "$srcdir/cmvn_opts" 2>/dev/null || true)
 if [ -z "$delta_order" ]; then
   delta_order=$(cat "$srcdir/delta_order" 2>/dev/null || echo 2)
@@ -58,12 +66,16 @@ split_data.sh "$data" "$nj"
 sdata=$data/split$nj
 
 if [ "$stage" -le 0 ]; then
+  # Temporary archives of a killed earlier run (or of a job that aborted) are removed here and
+  # after a failure, so that a failed decode leaves only complete lat.N.gz / hyp.N.txt.
+  rm -f "$dir"/lat.*.gz.tmp.* "$dir"/hyp.*.txt.tmp.*
   $cmd JOB=1:"$nj" "$dir/log/decode.JOB.log" \
     emasr gmm-decode --beam "$beam" --lattice-beam "$lattice_beam" --max-active "$max_active" \
       --min-active "$min_active" --prune-interval "$prune_interval" --acwt "$acwt" \
       --decoder "$decoder" $norm_vars \
       --delta-order "$delta_order" --word-symbol-table "$graphdir/words.txt" \
-      "$model" "$graphdir/HCLG.fst" "$sdata/JOB" "$dir/lat.JOB.gz"
+      "$model" "$graphdir/HCLG.fst" "$sdata/JOB" "$dir/lat.JOB.gz" \
+    || { rm -f "$dir"/lat.*.gz.tmp.* "$dir"/hyp.*.txt.tmp.*; exit 1; }
 fi
 
 if [ "$stage" -le 1 ] && [ "$skip_scoring" != true ]; then
@@ -71,6 +83,6 @@ if [ "$stage" -le 1 ] && [ "$skip_scoring" != true ]; then
   scorer=local/score.sh
   [ -x "$scorer" ] || scorer="$(dirname "$0")/score_kaldi.sh"
   # shellcheck disable=SC2086
-  "$scorer" $scoring_opts "$data" "$graphdir" "$dir"
+  "$scorer" --max-failed-fraction "$max_failed_fraction" $scoring_opts "$data" "$graphdir" "$dir"
 fi
 echo "$0: decoded $data into $dir"

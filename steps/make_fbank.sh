@@ -1,69 +1,15 @@
 #!/usr/bin/env bash
 # Compute log-mel filterbank features for a data dir (Kaldi's steps/make_fbank.sh interface).
-# The work is `emasr compute-fbank-feats` (one job per split) and `emasr merge-feats-jobs`.
+# The work is `emasr compute-fbank-feats` (one job per split) and `emasr merge-feats-jobs`;
+# steps/lib/make_feats.sh runs them, with all that the four make_*.sh share.
 set -euo pipefail
 
-# Begin configuration section.
-nj=4
-cmd=run.pl
+# Begin configuration section (--nj, --cmd, --compress and the rest: steps/lib/make_feats.sh).
 fbank_config=conf/fbank.conf
-compress=true
-write_utt2num_frames=true  # accepted for Kaldi compatibility: utt2num_frames is always written
-write_utt2dur=true         # likewise utt2dur
 # End configuration section.
 
-help_message="Usage: $0 [options] <data-dir> [<log-dir> [<fbank-dir>]]
-e.g.: $0 data/train exp/make_fbank/train fbank
-Note: <log-dir> defaults to <data-dir>/log, and <fbank-dir> defaults to <data-dir>/data.
-Options:
-  --nj <nj>                  # number of parallel jobs (default $nj)
-  --cmd <run.pl|queue.pl ..> # how to run jobs (default $cmd)
-  --fbank-config <file>      # Kaldi-syntax fbank config (default $fbank_config)
-  --compress <true|false>    # compress the matrices as Kaldi's --compress (default $compress)
-Writes <fbank-dir>/raw_fbank_<set>.JOB.{ark,scp}, then <data-dir>/{feats.scp,utt2num_frames,
-utt2dur,frame_shift,conf/}. Unusable utterances are named in the job logs and skipped; the step
-fails if fewer than 95% of the utterances get features."
-
-echo "$0 $*"
-utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
-. "$utils_dir/parse_options.sh"
-export PATH="$utils_dir:$PATH"  # run.pl, split_data.sh even when the caller's PATH lacks them
-
-if [ $# -lt 1 ] || [ $# -gt 3 ]; then
-  printf '%b\n' "$help_message" >&2; exit 1
-fi
-data=$1
-logdir=${2:-$data/log}
-featdir=${3:-$data/data}
-
-for f in "$data/wav.scp" "$data/utt2spk" "$fbank_config"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
-done
-name=$(basename "$data")
-mkdir -p "$logdir" "$featdir"
-featdir=$(cd "$featdir" && pwd)  # the scp files must name the arks by absolute path
-
-validate_data_dir.sh --no-text --no-feats "$data"
-if [ -f "$data/feats.scp" ]; then
-  mkdir -p "$data/.backup"
-  echo "$0: moving $data/feats.scp to $data/.backup"
-  mv "$data/feats.scp" "$data/.backup/"
-fi
-
-split_data.sh --per-utt "$data" "$nj"
-sdata=$data/split${nj}utt
-segments_opt=()
-[ -f "$data/segments" ] && segments_opt=(--segments "$sdata/JOB/segments")
-compress_opt=--no-compress
-[ "$compress" = true ] && compress_opt=--compress
-
-$cmd JOB=1:"$nj" "$logdir/make_fbank_${name}.JOB.log" \
-  emasr compute-fbank-feats --config "$fbank_config" "$compress_opt" ${segments_opt[@]+"${segments_opt[@]}"} \
-    --utt2num-frames "$logdir/utt2num_frames.JOB" --utt2dur "$logdir/utt2dur.JOB" \
-    "$sdata/JOB/wav.scp" "$featdir/raw_fbank_$name.JOB.ark" "$featdir/raw_fbank_$name.JOB.scp" \
-  || { echo "$0: computing fbank failed; see $logdir/make_fbank_${name}.*.log" >&2; exit 1; }
-
-emasr merge-feats-jobs --nj "$nj" --scp-pattern "$featdir/raw_fbank_$name.JOB.scp" \
-  --log-dir "$logdir" --config "$fbank_config" "$data"
-
-echo "$0: succeeded making fbank features for $name"
+# The kind: its name in file names and in messages, then the emasr subcommand and the option
+# it takes each config file by (steps/lib/make_feats.sh says more).
+feat_kind=fbank feat_desc=fbank
+feat_compute=(compute-fbank-feats --config fbank_config)
+. "$(dirname "$0")/lib/make_feats.sh"

@@ -10,6 +10,8 @@ cmd=run.pl
 stage=0
 min_lmwt=7
 max_lmwt=17
+lmwt_step=1               # 0.1: fractional LM weights (networks at acoustic scale ~0.5)
+max_failed_fraction=0.05  # fail when more utterances than this have no lattice
 word_ins_penalty=0.0,0.5,1.0
 cer=false
 # End configuration section.
@@ -18,6 +20,9 @@ help_message="Usage: $0 [options] <data-dir> <lang-or-graph-dir> <decode-dir>
 e.g.: $0 data/test exp/mono/graph exp/mono/decode_test
 Options:
   --min-lmwt <n> --max-lmwt <n>        # LM weights to sweep (default $min_lmwt..$max_lmwt)
+  --lmwt-step <s>                     # step of the LM-weight grid (default $lmwt_step)
+  --max-failed-fraction <f>           # utterances without a lattice are scored as deletions;
+                                      # fail when more than this share has none (default $max_failed_fraction)
   --word-ins-penalty <list>           # comma-separated penalties (default $word_ins_penalty)
   --cer <true|false>                  # also score characters (default $cer)
   --cmd <run.pl|...> --stage <n>      # accepted for Kaldi compatibility"
@@ -38,6 +43,7 @@ metrics=(--metric wer)
 mkdir -p "$dir/scoring_kaldi/log"
 if [ "$stage" -le 0 ]; then
   emasr --log-file "$dir/scoring_kaldi/log/score.log" score-lattices --min-lmwt "$min_lmwt" \
-    --max-lmwt "$max_lmwt" --word-ins-penalty "$word_ins_penalty" "${metrics[@]}" \
+    --max-lmwt "$max_lmwt" --lmwt-step "$lmwt_step" \
+    --max-failed-fraction "$max_failed_fraction" --word-ins-penalty "$word_ins_penalty" "${metrics[@]}" \
     "$data" "$lang_or_graph" "$dir"
 fi

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from emasr.stack import kaldi_hmm_gmm, kaldifst
+from emasr.fst_stack import kaldi_hmm_gmm, kaldifst
 
 SIL = "SIL"
 SIL_PROB = 0.5

@@ -36,29 +36,45 @@ def words(text: str) -> str:
 
 def write_scored_decode(decode_dir: str, refs: dict[str, str], hyps: dict[str, str],
                         lmwt: int = 10, wip: str = "0.5", form: str = "texts") -> float:
-    """Kaldi's scoring layout; form "texts" (test_filt.txt + penalty_W/L.txt) or "per_utt"."""
+    """Kaldi's scoring layout at one setting; form "texts" (test_filt.txt + penalty_W/L.txt) or
+    "per_utt"."""
+    return write_scored_settings(decode_dir, refs, {(str(lmwt), wip): hyps}, form)
+
+
+def write_scored_settings(decode_dir: str, refs: dict[str, str],
+                          hyps_by_setting: dict[tuple[str, str], dict[str, str]],
+                          form: str = "texts") -> float:
+    """Kaldi's scoring layout for several (LM weight, penalty) settings: cer_L_W each, best_cer
+    the lowest (the first of equals); returns the best CER."""
     scoring = os.path.join(decode_dir, "scoring_kaldi")
     os.makedirs(scoring, exist_ok=True)
-    errors = sum(sum(a != b for a, b in zip(refs[u], hyps[u])) for u in refs)
     total = sum(len(t) for t in refs.values())
-    cer = 100.0 * errors / total
-    line = (f"%WER {cer:.2f} [ {errors} / {total}, 0 ins, 0 del, {errors} sub ] "
-            f"{decode_dir}/cer_{lmwt}_{wip}\n")
+    lines = {}
+    for (lmwt, wip), hyps in hyps_by_setting.items():
+        errors = sum(sum(a != b for a, b in zip(refs[u], hyps[u])) for u in refs)
+        line = f"%WER {100.0 * errors / total:.2f} [ {errors} / {total}, 0 ins, 0 del, {errors} sub ]"
+        with open(os.path.join(decode_dir, f"cer_{lmwt}_{wip}"), "w", encoding="utf-8") as f:
+            f.write(line + "\n")
+        lines[(lmwt, wip)] = (errors, line)
+        if form == "texts":
+            os.makedirs(os.path.join(scoring, f"penalty_{wip}"), exist_ok=True)
+            with open(os.path.join(scoring, f"penalty_{wip}", f"{lmwt}.txt"), "w",
+                      encoding="utf-8") as f:
+                f.writelines(f"{u} {words(hyps[u])}\n" for u in sorted(hyps))
+    (lmwt, wip), (errors, line) = min(lines.items(), key=lambda item: item[1][0])
     with open(os.path.join(scoring, "best_cer"), "w", encoding="utf-8") as f:
-        f.write(line)
+        f.write(f"{line} {decode_dir}/cer_{lmwt}_{wip}\n")
     if form == "texts":
-        os.makedirs(os.path.join(scoring, f"penalty_{wip}"), exist_ok=True)
         with open(os.path.join(scoring, "test_filt.txt"), "w", encoding="utf-8") as f:
             f.writelines(f"{u} {words(refs[u])}\n" for u in sorted(refs))
-        with open(os.path.join(scoring, f"penalty_{wip}", f"{lmwt}.txt"), "w", encoding="utf-8") as f:
-            f.writelines(f"{u} {words(hyps[u])}\n" for u in sorted(hyps))
     else:
+        hyps = hyps_by_setting[(lmwt, wip)]
         os.makedirs(os.path.join(scoring, "cer_details"), exist_ok=True)
         with open(os.path.join(scoring, "cer_details", "per_utt"), "w", encoding="utf-8") as f:
             for u in sorted(refs):
                 f.write(f"{u} ref {' '.join(refs[u])}\n{u} hyp {' '.join(hyps[u])}\n")
                 f.write(f"{u} #csid 0 0 0 0\n")
-    return cer
+    return 100.0 * errors / total
 
 
 def write_metrics(exp_dir: str, epochs: int, workers: int, ema: bool, acc0: float,
@@ -104,7 +120,7 @@ def make_network_run(root: str, arch: str, strategy: str, seed: int, workers: in
         f.write(f"{workers}\n")
     write_metrics(exp_dir, epochs, workers, ema, acc0, seconds_per_epoch)
     for (set_name, model), per_utt in errors.items():
-        name = f"decode_{set_name}" + ("_ema" if model == "ema" else "")
+        name = f"decode_{set_name}" + ("" if model == "final" else f"_{model}")
         write_scored_decode(os.path.join(exp_dir, name), refs[set_name],
                             corrupt(refs[set_name], per_utt))
     return exp_dir

@@ -22,7 +22,7 @@ from emasr.decode.graph import make_graph
 from emasr.decode.lattice_best import best_paths
 from emasr.decode.lattice_io import LatticeArchiveWriter, read_lattices, to_kaldifst
 from emasr.decode.openfst_binary import CONST_STATE, FstFormatError, peek_fst_type, read_header
-from emasr.stack import kaldi_hmm_gmm, kaldifst
+from emasr.fst_stack import kaldi_hmm_gmm, kaldifst
 
 ALLOWED = set(SENTENCES)
 

@@ -4,6 +4,7 @@ gives the yes/no sequences the file names encode; steps/decode.sh and scoring en
 from __future__ import annotations
 
 import os
+import shutil
 
 import kaldi_native_fbank as knf
 import kaldiio
@@ -153,3 +154,35 @@ def test_gmm_decode_reports_bad_features_and_continues(test_data, tmp_path):
     assert result.exit_code == 0, result.output + text
     assert f"utterance {utts[1]}:" in text and "failed 1 (bad-input 1)" in text
     assert read_table(tmp_path / "hyp.1.txt") == {u: expected_words(u) for u in (utts[0], utts[2])}
+
+
+def test_utterances_without_a_lattice_are_deletions_and_too_many_fail(test_data, tmp_path):
+    root, data, _ = test_data
+    graph, decoded = root / "exp/mono/graph", root / "exp/mono/decode_test_yesno"
+    if not (decoded / "lat.1.gz").exists():
+        test_decode_sh_and_scoring_end_to_end(test_data)
+    decode = tmp_path / "decode"
+    decode.mkdir()
+    shutil.copy(decoded / "lat.1.gz", decode / "lat.1.gz")
+    texts = read_table(data / "text")
+    words = sum(len(t.split()) for t in texts.values())
+    scored = tmp_path / "data"
+    scored.mkdir()
+    # one utterance whose decode "failed" (no lattice) among 30: 3.3%, under the 5% default
+    write_table(scored / "text", {**texts, "9_9_9_9": "YES NO YES"})
+    score = ["score_kaldi.sh", "--min-lmwt", "10", "--max-lmwt", "10", "--word-ins-penalty",
+             "0.0", str(scored), str(graph), str(decode)]
+    result = run_script(score)
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = (decode / "wer_10_0.0").read_text().splitlines()[0]
+    assert line == (f"%WER {100 * 3 / (words + 3):.2f} [ 3 / {words + 3}, 0 ins, 3 del, 0 sub ] "
+                    f"[1 of {len(texts) + 1} utterances without a hypothesis, scored as deletions]")
+    assert "9_9_9_9 #csid 0 0 0 3" in (decode / "scoring_kaldi/wer_details/per_utt").read_text()
+    # three of 32 (9.4%): the step fails, names them, and leaves the earlier scores as they were
+    write_table(scored / "text", {**texts, "9_9_9_9": "YES", "8_8_8_8": "NO", "7_7_7_7": "NO"})
+    failed = run_script(score)
+    assert failed.returncode != 0
+    message = failed.stdout + failed.stderr
+    assert "3 of 32 utterances (9.4%) have no lattice" in message
+    assert "7_7_7_7, 8_8_8_8, 9_9_9_9" in message and "--max-failed-fraction" in message
+    assert (decode / "wer_10_0.0").read_text().splitlines()[0] == line

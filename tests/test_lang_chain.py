@@ -8,7 +8,7 @@ import pytest
 
 from conftest import REPO, run_script
 from emasr.lang.symbols import read_symbols
-from emasr.stack import kaldifst
+from emasr.fst_stack import kaldifst
 
 
 def run_ok(args, cwd):

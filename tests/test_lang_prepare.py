@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO, YESNO, run_script
 from emasr.lang.dictdir import LexiconEntry
 from emasr.lang.disambig import add_lex_disambig
-from emasr.stack import kaldi_hmm_gmm, kaldifst
+from emasr.fst_stack import kaldi_hmm_gmm, kaldifst
 
 PREPARE = str(REPO / "utils" / "prepare_lang.sh")
 VALIDATE = str(REPO / "utils" / "validate_lang.sh")

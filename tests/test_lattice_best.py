@@ -10,7 +10,7 @@ import pytest
 from emasr.decode.lattice_best import best_paths, best_paths_batch
 from emasr.decode.lattice_io import (LatticeArchiveWriter, LatticeArcs, LatticeFormatError,
                                      read_lattices, to_kaldifst)
-from emasr.stack import kaldifst
+from emasr.fst_stack import kaldifst
 
 LM_WEIGHTS = [1.0, 2.0, 7.0, 17.0]
 PENALTIES = [0.0, 0.5, 1.0]

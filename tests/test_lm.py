@@ -11,7 +11,7 @@ from conftest import REPO, YESNO, run_script
 from emasr.lang.arpa import ArpaError, perplexity, read_arpa, write_arpa
 from emasr.lang.kneser_ney import adjusted_counts, count_ngrams, estimate_discounts, train_kneser_ney
 from emasr.lang.symbols import read_symbols
-from emasr.stack import kaldifst
+from emasr.fst_stack import kaldifst
 
 FORMAT_LM = str(REPO / "utils" / "format_lm.sh")
 TRAIN_LMS = str(REPO / "local" / "train_lms.sh")

@@ -267,7 +267,7 @@ def test_the_read_model_realigns_kaldis_training_data_as_kaldi_did(mono):
     agree with Kaldi's own alignments (Kaldi dithered its features, so not to the last frame)."""
     import kaldi_native_fbank as knf
 
-    from emasr import stack  # noqa: F401  (kaldi_hmm_gmm before kaldifst)
+    from emasr import fst_stack  # noqa: F401  (kaldi_hmm_gmm before kaldifst)
     import kaldifst
     from emasr.ali.alignments import iter_alignment_file
     from emasr.feats.cmvn import apply_cmvn, cmvn_stats

@@ -20,8 +20,9 @@ from emasr.nnet import checkpoint, config as configs
 from emasr.nnet.data import Source, TrainingData, shard, utterances_with_targets
 from emasr.nnet.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
-from emasr.nnet.sync import ExponentialMovingAverage, make_rule
-from emasr.nnet.trainer import make_pipeline, open_targets, predict
+from emasr.nnet.averages import build_averagers
+from emasr.nnet.sync import make_rule
+from emasr.nnet.trainer import Trainer, make_pipeline, open_targets, predict
 from conftest import REPO, run_script
 from nnet_synthetic import (DIM, NUM_PDFS, TINY_DNN, TINY_LSTM, make_corpus, make_problem,
                             write_targets)
@@ -68,14 +69,16 @@ def simulate(problem, workers, overrides):
     torch.manual_seed(c["train"]["init_seed"])
     initial = build_model(c["model"], source.input_dim, NUM_PDFS)
     models = [copy.deepcopy(initial) for _ in range(workers)]
-    optimizers = [torch.optim.SGD(m.parameters(), lr=c["train"]["lr"],
-                                  momentum=c["train"]["momentum"]) for m in models]
+    lr = c["train"]["lr"] * (workers if c["sync"]["lr_times_workers"] else 1)
+    optimizers = [torch.optim.SGD(m.parameters(), lr=lr, momentum=c["train"]["momentum"])
+                  for m in models]
     data = [TrainingData(source, shard(utts, c["data"]["seed"], r, workers), c["data"],
                          initial.sequence_model, r) for r in range(workers)]
     s = c["sync"]
-    rule = make_rule(s["strategy"], workers, s["block_lr"], s["block_momentum"], s["nesterov"])
+    rule = make_rule(s["strategy"], workers, s["block_lr"], s["block_momentum"], s["nesterov"],
+                     s["warmup_blocks"])
     rule.start(model_to_vector(initial))
-    ema = ExponentialMovingAverage(s["ema_decay"])
+    averagers = build_averagers(c, 0)
     tau = s["block_size"]
     for epoch in range(c["train"]["epochs"]):
         streams = [d.minibatches(epoch) for d in data]
@@ -93,10 +96,13 @@ def simulate(problem, workers, overrides):
                                                        c["train"]["max_grad_norm"])
                     optimizer.step()
             restart = rule.step(torch.stack([model_to_vector(m) for m in models]).mean(0))
-            ema.update(rule.global_model)
+            for averager in averagers.values():
+                averager.update(rule.global_model)
             for model in models:
                 vector_to_model(restart, model)
-    return rule.global_model, ema.average
+        for averager in averagers.values():
+            averager.end_epoch(rule.global_model)
+    return rule.global_model, {name: a.average for name, a in averagers.items()}
 
 
 def saved_vector(path):
@@ -107,8 +113,10 @@ def saved_vector(path):
 
 
 @pytest.mark.parametrize("workers,extra", [
-    (2, TINY_DNN + ["sync.strategy=bmuf", "sync.nesterov=true", "sync.ema_decay=0.8"]),
-    pytest.param(4, TINY_DNN + ["sync.strategy=ma", "sync.ema_decay=0.5",
+    (2, TINY_DNN + ["sync.strategy=bmuf", "sync.nesterov=true", "sync.ema_decay=0.8",
+                    "sync.warmup_blocks=2", "average.cumulative_start=0.0", "average.last_k=2",
+                    "train.epochs=3"]),
+    pytest.param(4, TINY_DNN + ["sync.strategy=ma", "sync.ema_decay=0.5", "sync.lr_times_workers=true",
                                 "data.minibatch_frames=8"], marks=pytest.mark.slow),
     pytest.param(2, TINY_LSTM + ["sync.strategy=bmuf", "sync.nesterov=false",
                                  "train.max_grad_norm=0.5", "sync.ema_decay=0.7"],
@@ -119,12 +127,13 @@ def test_torchrun_workers_match_single_process_simulation(problem, tmp_path, wor
     result = train_sh(problem, tmp_path / "exp", workers, overrides)
     log = tmp_path / "exp" / "log" / "train.log"
     assert result.returncode == 0, result.stderr + (log.read_text()[-3000:] if log.exists() else "")
-    want_global, want_ema = simulate(problem, workers, overrides)
-    got_global = saved_vector(tmp_path / "exp" / "final.pt")
-    got_ema = saved_vector(tmp_path / "exp" / "ema.pt")
-    assert not torch.allclose(want_global, want_ema, atol=1e-3)   # the check can tell them apart
-    torch.testing.assert_close(got_global, want_global, rtol=0, atol=1e-5)
-    torch.testing.assert_close(got_ema, want_ema, rtol=0, atol=1e-5)
+    want_global, want_averages = simulate(problem, workers, overrides)
+    torch.testing.assert_close(saved_vector(tmp_path / "exp" / "final.pt"), want_global, rtol=0,
+                               atol=1e-5)
+    for name, want in want_averages.items():   # the EMA, and in the first case its controls
+        assert not torch.allclose(want_global, want, atol=1e-3)   # the check can tell them apart
+        torch.testing.assert_close(saved_vector(tmp_path / "exp" / f"{name}.pt"), want, rtol=0,
+                                   atol=1e-5)
     records = [json.loads(line) for line in open(tmp_path / "exp" / "metrics.jsonl")]
     last = [r for r in records if r["type"] == "epoch"][-1]
     # one float32 all-reduce per sync: the model vector plus 4 piggybacked numbers
@@ -139,13 +148,14 @@ def state_dicts_equal(a, b):
 @pytest.mark.parametrize("tiny", [TINY_DNN, TINY_LSTM], ids=["dnn", "lstm"])
 def test_resume_is_exact(problem, tmp_path, tiny):
     base = tiny + ["sync.strategy=single", "sync.ema_decay=0.9", "train.schedule=newbob",
-                   "train.newbob_threshold=0.5"]   # newbob halves: the LR state must resume too
+                   "train.newbob_start_halving=0.5",   # newbob halves: its state must resume too
+                   "average.cumulative_start=0.0", "average.last_k=1"]
     assert train(problem, tmp_path / "a", base + ["train.epochs=2"]).exit_code == 0
     first = train(problem, tmp_path / "b", base + ["train.epochs=1"])
     assert first.exit_code == 0, first.output
     second = train(problem, tmp_path / "b", base + ["train.epochs=2"], resume=True)
     assert second.exit_code == 0, second.output
-    for name in ("final.pt", "ema.pt"):
+    for name in ("final.pt", "ema.pt", "avg.pt", "lastk.pt"):
         assert state_dicts_equal(tmp_path / "a" / name, tmp_path / "b" / name), name
     # mid-epoch: checkpoint every 3 blocks, drop everything after the first one, resume
     mid = base + ["train.epochs=2", "train.checkpoint_every_blocks=3"]
@@ -164,6 +174,50 @@ def test_resume_is_exact(problem, tmp_path, tiny):
     # a different configuration must not resume
     bad = train(problem, tmp_path / "b", base + ["train.epochs=3", "train.lr=0.5"], resume=True)
     assert bad.exit_code != 0 and "train.lr: 0.05 -> 0.5" in bad.output
+
+
+def test_newbob_rejects_an_epoch_and_restores_the_state_it_started_from(problem, tmp_path,
+                                                                        monkeypatch):
+    # dev losses scripted per call (the initial model, then each epoch; a rejected epoch's
+    # restored model is evaluated again): epoch 2 is worse than epoch 1, so it is rejected
+    losses = iter([2.0, 1.0, 1.5, 1.0, 0.5])
+    monkeypatch.setattr(Trainer, "evaluate", lambda self, vector: (next(losses), 0.5))
+    exp = tmp_path / "exp"
+    result = train(problem, exp, TINY_DNN + ["sync.strategy=single", "train.schedule=newbob",
+                                             "train.epochs=3", "train.lr=0.2"])
+    assert result.exit_code == 0, result.output
+    epochs = [json.loads(line) for line in open(exp / "metrics.jsonl")
+              if json.loads(line)["type"] == "epoch"]
+    assert [e["accepted"] for e in epochs] == [True, False, True]
+    assert [e["lr"] for e in epochs] == [0.2, 0.2, 0.1]   # halved from the rejection on
+    assert epochs[1]["dev_loss_rejected"] == 1.5 and epochs[1]["dev_loss"] == 1.0
+    root = exp / "checkpoints"
+    start, rejected, after = (checkpoint.load(root / f"epoch00{e}-block000000" / name)
+                              for e, name in ((1, "rank0.pt"), (2, "rank0.pt"), (3, "rank0.pt")))
+    # the checkpoint after the rejected epoch holds the model it started from; epoch 3 trains on
+    for key in start["model"]:
+        assert torch.equal(start["model"][key], rejected["model"][key]), key
+    assert not all(torch.equal(start["model"][k], after["model"][k]) for k in start["model"])
+
+
+def test_exponential_schedule_decays_per_frame_to_the_final_rate(problem, tmp_path):
+    exp = tmp_path / "exp"
+    result = train(problem, exp, TINY_DNN + ["sync.strategy=single", "train.epochs=3",
+                                             "train.lr=0.1", "train.final_lr=0.01"])
+    assert result.exit_code == 0, result.output
+    blocks = [json.loads(line) for line in open(exp / "metrics.jsonl")
+              if json.loads(line)["type"] == "block"]
+    rates = [b["lr"] for b in blocks]
+    assert rates[0] == pytest.approx(0.1) and all(a > b for a, b in zip(rates, rates[1:]))
+    # each block's rate is the decay at the frames all workers processed before it, against the
+    # planned epochs x the training set's labelled frames
+    targets_dir, train_dir, _ = problem
+    targets = open_targets(targets_dir)
+    planned = 3 * sum(len(targets.reader[u]) for u in
+                      utterances_with_targets(train_dir, targets, targets_dir, "training"))
+    for before, block in zip(blocks, blocks[1:]):
+        assert block["lr"] == pytest.approx(0.1 * 0.1 ** (before["frames"] / planned), rel=1e-9)
+    assert rates[-1] > 0.01
 
 
 def digest(path):

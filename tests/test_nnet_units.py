@@ -1,5 +1,5 @@
 """Network training pieces without processes: config resolution, models, data sharding, shuffling
-and chunking, the LR schedule."""
+and chunking, the LR schedules, the averaged models."""
 import numpy as np
 import pytest
 import torch
@@ -8,6 +8,8 @@ from emasr.nnet import config as configs
 from emasr.nnet.data import IGNORE, make_chunks, shard, shuffled_batches
 from emasr.nnet.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
+from emasr.nnet.averages import (CumulativeAverage, LastEpochsAverage, build_averagers,
+                                 enabled_names)
 from emasr.nnet.schedule import LearningRateSchedule
 from conftest import REPO
 
@@ -33,6 +35,13 @@ def test_config_rejects_unknown_keys_and_bad_values():
         configs.resolve(None, ["train.max_grad_norm=-1"])
     with pytest.raises(configs.ConfigError, match="hidden_size"):   # an LSTM key on a DNN
         configs.resolve(None, ["model.hidden_size=3"])
+    # a value of the wrong type names its key and what was expected
+    with pytest.raises(configs.ConfigError, match=r"'train.lr' must be a number .* got 'fast'"):
+        configs.resolve(None, ["train.lr=fast"])
+    with pytest.raises(configs.ConfigError, match=r"'train.final_lr' must be a number"):
+        configs.resolve(None, ["train.final_lr=low"])
+    with pytest.raises(configs.ConfigError, match=r"'sync.nesterov' must be true or false"):
+        configs.resolve(None, ["sync.nesterov=3"])
 
 
 def test_config_differences_ignore_resumable_keys():
@@ -114,11 +123,64 @@ def test_chunks_map_outputs_to_labels_with_context_and_delay():
     assert x[2, :, 0].tolist() == [4, 5, 6, 6, 6, 6]    # right edge repeated
 
 
-def test_newbob_halves_on_plateau_then_keeps_halving():
-    s = LearningRateSchedule("newbob", 0.8, factor=0.5, threshold=0.01)
-    assert [s.end_epoch(a) for a in [0.5, 0.6, 0.605, 0.7]] == [0.8, 0.8, 0.4, 0.2]
-    e = LearningRateSchedule("exponential", 1.0, factor=0.9)
-    assert e.end_epoch(0.0) == pytest.approx(0.9) and e.end_epoch(0.0) == pytest.approx(0.81)
+def test_newbob_rejects_a_worse_epoch_halves_on_a_plateau_and_stops():
+    # nnet1's train_scheduler.sh: start halving under 1% relative gain, stop under 0.1%
+    s = LearningRateSchedule("newbob", 0.8, factor=0.5, start_halving=0.01, end_halving=0.001)
+    s.set_initial_loss(2.0)
+    steps = [s.end_epoch(loss) for loss in [1.0, 1.1, 0.995, 0.99, 0.9899]]
+    assert [d.accepted for d in steps] == [True, False, True, True, True]
+    # 1.1 is rejected: no gain over 1.0, so halving starts; then 0.5% and 0.5% keep halving; the
+    # last epoch gains 0.01%, under the end threshold: training stops there
+    assert [d.lr for d in steps] == [0.8, 0.4, 0.2, 0.1, 0.1]
+    assert [d.stop for d in steps] == [False, False, False, False, True]
+    assert s.best_loss == 0.9899 and steps[1].improvement == 0.0
+    again = LearningRateSchedule("newbob", 0.8)
+    again.load_state_dict(s.state_dict())
+    assert again.stopped and again.lr == 0.1 and again.best_loss == 0.9899
+
+
+def test_exponential_decay_reaches_the_final_rate_at_the_planned_frames():
+    e = LearningRateSchedule("exponential", 0.1, final_lr=0.001)
+    assert e.lr_at(0.0) == pytest.approx(0.1)
+    assert e.lr_at(0.5) == pytest.approx(0.01)          # geometric: half way is the mean in log
+    assert e.lr_at(1.0) == pytest.approx(0.001)
+    assert e.lr_at(1.7) == pytest.approx(0.001)         # frames past the plan stay at the end
+    assert LearningRateSchedule("exponential", 0.2).lr_at(1.0) == pytest.approx(0.02)  # lr / 10
+    assert LearningRateSchedule("constant", 0.2).lr_at(0.9) == 0.2
+    decision = e.end_epoch(5.0)
+    assert decision.accepted and not decision.stop
+
+
+def test_cumulative_average_of_a_known_sequence_from_its_start_point():
+    avg = CumulativeAverage(start=0.5)
+    for progress, value in [(0.0, 100.0), (0.4, 50.0), (0.5, 1.0), (0.7, 2.0), (0.9, 6.0)]:
+        avg.update(torch.full((3,), value), progress)
+    torch.testing.assert_close(avg.average, torch.full((3,), 3.0))   # (1 + 2 + 6) / 3
+    restored = CumulativeAverage(0.0)
+    restored.load_state_dict(avg.state_dict())
+    restored.update(torch.full((3,), 7.0), 1.0)
+    torch.testing.assert_close(restored.average, torch.full((3,), 4.0))
+
+
+def test_last_k_average_of_known_epochs():
+    lastk = LastEpochsAverage(2)
+    assert lastk.average is None
+    for value in [1.0, 2.0, 10.0]:
+        lastk.update(torch.full((2,), 99.0))      # syncs do not count, only epoch ends
+        lastk.end_epoch(torch.full((2,), value))
+    torch.testing.assert_close(lastk.average, torch.full((2,), 6.0))   # (2 + 10) / 2
+    again = LastEpochsAverage(2)
+    again.load_state_dict(lastk.state_dict())
+    torch.testing.assert_close(again.average, lastk.average)
+
+
+def test_averaged_models_are_registered_once_and_follow_the_config():
+    config = configs.resolve(None, ["sync.ema_decay=0.9", "average.last_k=3"])
+    assert enabled_names(config) == ["ema", "lastk"]
+    assert set(build_averagers(config, 100)) == {"ema", "lastk"}
+    assert enabled_names({"sync": {"ema_half_life_frames": 10}}) == ["ema"]   # an old conf.yaml
+    with pytest.raises(configs.ConfigError, match="cumulative_start"):
+        configs.resolve(None, ["average.cumulative_start=1.5"])
 
 
 def test_workers_share_gpus_through_gloo_and_nccl_needs_one_gpu_each(monkeypatch):

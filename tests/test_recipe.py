@@ -18,6 +18,27 @@ def test_help_and_bad_options():
     assert result.returncode == 1 and "--no-such-option" in result.stderr
     result = run_script([str(run), "extra-argument"])
     assert result.returncode == 1 and "Usage:" in result.stderr
+    for option, value in (("--stage", "abc"), ("--stop-stage", "11"), ("--stage", "-1")):
+        result = run_script([str(run), option, value])
+        assert result.returncode == 1, (option, value)
+        assert f"{option} must be a stage number from 0 to 10, got '{value}'" in result.stderr
+        assert "done" not in result.stdout
+
+
+def test_a_stage_done_with_other_settings_stops_the_run(tmp_path):
+    recipe = recipe_copy(tmp_path, "aishell_sim")
+    corpus = fake_aishell(tmp_path / "corpus")
+    args = [str(recipe / "run.sh"), "--simulate", "false", "--corpus-dir", str(corpus),
+            "--stage", "0", "--stop-stage", "0"]
+    assert run_script(args + ["--profile", "tiny"], cwd=tmp_path).returncode == 0
+    marker = recipe / "exp" / "done" / "stage0"
+    assert "settings: profile=tiny corpus_dir=" in marker.read_text()
+    # the small profile must not reuse the tiny profile's stage 0
+    result = run_script(args + ["--profile", "small"], cwd=tmp_path)
+    assert result.returncode == 1
+    assert "stage 0 (corpus in" in result.stdout and "other settings" in result.stdout
+    assert "profile: 'tiny' -> 'small'" in result.stdout and "Remove exp/done/stage0" in result.stdout
+    assert run_script(args + ["--profile", "tiny"], cwd=tmp_path).returncode == 0   # as it was
 
 
 def test_unknown_profile_is_an_error(tmp_path):
@@ -106,3 +127,21 @@ def test_aishell_requires_unpacking_the_tarballs(tmp_path):
     result = run_script([str(recipe / "run.sh"), "--corpus-dir", str(corpus), "--stop-stage", "0"])
     assert result.returncode == 1
     assert "speaker tarballs" in result.stdout and "--extract true" in result.stdout
+
+
+def test_a_worker_list_trains_each_strategy_at_each_count(tmp_path):
+    # no targets yet: stage 8 lists its runs, then stops at the missing input
+    recipe = recipe_copy(tmp_path, "aishell_sim")
+    result = run_script([str(recipe / "run.sh"), "--profile", "tiny", "--stage", "8",
+                         "--stop-stage", "8", "--archs", "dnn", "--num-workers", "2 4",
+                         "--strategies", "single single+ema ma bmuf+avg"])
+    assert result.returncode == 1 and "expected file exp/nnet/targets" in result.stdout + result.stderr
+    runs = [line.split() for line in (recipe / "exp/nnet/runs.list").read_text().splitlines()]
+    assert runs == [["exp/nnet/dnn_single_s1", "dnn", "single", "1", "1", "default"],
+                    ["exp/nnet/dnn_ma_n2_s1", "dnn", "ma", "2", "1", "default"],
+                    ["exp/nnet/dnn_ma_n4_s1", "dnn", "ma", "4", "1", "default"],
+                    ["exp/nnet/dnn_bmuf_n2_s1", "dnn", "bmuf", "2", "1", "default"],
+                    ["exp/nnet/dnn_bmuf_n4_s1", "dnn", "bmuf", "4", "1", "default"]]
+    # the first run asks for its EMA (single+ema) and nothing else
+    assert "--ema-half-life-frames 1500" in result.stdout
+    assert "average.cumulative_start" not in result.stdout

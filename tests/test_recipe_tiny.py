@@ -21,7 +21,8 @@ from emasr.ali.targets import load_targets
 from emasr.gmm.model_io import read_model, read_tree
 from recipe_helpers import recipe_copy
 
-LABELS = ("single", "MA", "MA+EMA", "BMUF", "BMUF+EMA")
+LABELS = ("single", "single+EMA", "single+avg", "single+lastk", "MA", "MA+EMA", "BMUF",
+          "BMUF+EMA", "BMUF+avg", "BMUF+lastk")
 CER_WITH_INTERVAL = re.compile(r"^\d+\.\d\d \[-?\d+\.\d\d, \d+\.\d\d\]")
 
 
@@ -100,7 +101,7 @@ def comparable(results: str, arch: str) -> list[str]:
             continue
         if line.startswith(f"| {arch} ") and section == "## Networks":
             cells = line.split("|")
-            cells[11] = " time "   # the train time (s) column
+            cells[14] = " time "   # the train time (s) column
             line = "|".join(cells)
         keep.append(line)
     return keep
@@ -152,11 +153,11 @@ def test_tiny_recipe_killed_at_three_stages_reruns_to_the_same_results(tiny_run,
     interrupt_when(recipe, args, lambda: (exp / "mono" / "log" / "acc.5.1.log").exists(),
                    "in stage 4")
     assert not (exp / "done" / "stage4").exists()
-    interrupt_when(recipe, args, lambda: any(exp.glob("nnet/dnn_ma_s1/checkpoints/*")),
+    interrupt_when(recipe, args, lambda: any(exp.glob("nnet/dnn_ma_n2_s1/checkpoints/*")),
                    "in stage 8")
     assert (exp / "nnet" / "dnn_single_s1" / ".done").exists()
-    assert not (exp / "nnet" / "dnn_ma_s1" / ".done").exists()
-    interrupt_when(recipe, args, lambda: any(exp.glob("nnet/dnn_ma_s1/decode_*/lat.*.gz")),
+    assert not (exp / "nnet" / "dnn_ma_n2_s1" / ".done").exists()
+    interrupt_when(recipe, args, lambda: any(exp.glob("nnet/dnn_ma_n2_s1/decode_*/lat.*.gz")),
                    "in stage 9")
     final = run_script(args)
     assert final.returncode == 0, (final.stdout + final.stderr)[-5000:]

@@ -56,6 +56,7 @@ def experiment(tmp_path_factory):
     gmms = [make_gmm_system(root, "mono", refs, 5), make_gmm_system(root, "tri1", refs, 4)]
     out = os.path.join(root, "RESULTS.md")
     result = CliRunner().invoke(main, ["report", "--out", out, "--replications", "500",
+                                       "--strategies", "single ma ma+ema bmuf bmuf+ema",
                                        "--note", "command: run.sh --profile tiny", *dirs, *gmms])
     assert result.exit_code == 0, result.output
     with open(out, encoding="utf-8") as f:
@@ -85,7 +86,7 @@ def test_every_row_is_present_and_missing_rows_say_not_run(experiment):
         assert rows[("DNN", label)][2] != "not run"
     # trained but not decoded: the row is there with its training numbers and no CER
     assert rows[("LSTM", "BMUF")][7] == "-"
-    assert rows[("LSTM", "BMUF")][11] == "9"
+    assert rows[("LSTM", "BMUF")][14] == "9"
 
 
 def test_cer_columns_have_intervals_around_the_scored_cer(experiment):
@@ -106,16 +107,17 @@ def test_cer_columns_have_intervals_around_the_scored_cer(experiment):
 def test_relative_changes_training_cost_and_tuned_learning_rate(experiment):
     rows = table_rows(experiment["text"], "Networks")
     bmuf_ema = rows[("DNN", "BMUF+EMA")]
-    assert bmuf_ema[8] == "-66.7%"        # 10% against BMUF's 30%
-    assert bmuf_ema[9] == "-50.0%"        # against single's 20%
-    assert rows[("DNN", "single")][9] == "+0.0%"
+    assert bmuf_ema[11] == "-66.7%"       # 10% against BMUF's 30%
+    assert bmuf_ema[12] == "-50.0%"       # against single's 20%
+    assert rows[("DNN", "single")][12] == "+0.0%"
     assert bmuf_ema[4] == "0.1"           # the lr=0.4 run has the worse dev frame accuracy
     assert bmuf_ema[5] == "48.00"         # 0.3 + 0.06 * 3 (EMA dev accuracy of the last epoch)
     assert rows[("DNN", "BMUF")][5] == "45.00"
     assert bmuf_ema[2] == "2" and rows[("DNN", "single")][2] == "1"
-    assert rows[("DNN", "single")][10] == "60"      # 3 epochs of 20 s
-    assert bmuf_ema[11] == "9" and bmuf_ema[12] == "36.0"   # 9 syncs x 4 MB
-    assert rows[("DNN", "single")][12] == "0.0"
+    assert rows[("DNN", "single")][13] == "60"      # 3 epochs of 20 s
+    assert bmuf_ema[14] == "9" and bmuf_ema[15] == "36.0"   # 9 syncs x 4 MB
+    assert rows[("DNN", "single")][15] == "0.0"
+    assert bmuf_ema[8] == "10, 0.5" and bmuf_ema[10] == "0/0"   # dev's setting; no failed decode
 
 
 def test_gmm_baselines_and_same_utterance_probabilities(experiment):
@@ -123,9 +125,9 @@ def test_gmm_baselines_and_same_utterance_probabilities(experiment):
     gmm = table_rows(text, "GMM-HMM baselines")
     assert gmm[("mono", "50.00 [50.00, 50.00]")]
     assert any(k[0] == "tri1" and k[1].startswith("40.00") for k in gmm)
-    comparisons = table_rows(text, "Same test utterances")
-    p_b, p_a = map(float, comparisons[("DNN", "BMUF")][6:8])       # BMUF -> BMUF+EMA
-    assert comparisons[("DNN", "BMUF")][2] == "BMUF+EMA"
+    body = text.split("## Same test utterances")[1].split("\n## ")[0]
+    line = next(l for l in body.splitlines() if l.startswith("| DNN | 2 | BMUF | BMUF+EMA |"))
+    p_b, p_a = map(float, [c.strip() for c in line.strip("|").split("|")][7:9])
     assert p_b == pytest.approx(1.0) and p_a == pytest.approx(0.0)
 
 
@@ -165,7 +167,7 @@ def test_report_with_nothing_run_still_has_every_row(tmp_path):
     result = CliRunner().invoke(main, ["report", "--out", str(out), str(empty)])
     assert result.exit_code == 0, result.output
     rows = table_rows(out.read_text(), "Networks")
-    assert len(rows) == 10 and all(r[2] == "not run" for r in rows.values())
+    assert len(rows) == 20 and all(r[2] == "not run" for r in rows.values())   # 10 labels x 2 archs
     assert (tmp_path / "plots" / "dev_frame_accuracy.png").read_bytes()[:8] == PNG_MAGIC
     assert "Speed-up against workers: not measured" in out.read_text()
 
@@ -238,7 +240,7 @@ def test_a_decisive_paired_test_with_overlapping_intervals_needs_agreeing_seeds(
     from emasr.report.rows import Comparison
 
     def case(overlap, b_better, a_better, seeds, p_b=0.98, p_a=0.01):
-        return verdict(Comparison("dnn", "ma", "bmuf", 14.21, 13.08, 600, p_b, p_a, overlap,
+        return verdict(Comparison("dnn", "ma", "bmuf", 2, 14.21, 13.08, 600, p_b, p_a, overlap,
                                   b_better, a_better, seeds), "better")
 
     assert case(False, 1, 0, 1).startswith("**agrees** (")
@@ -251,3 +253,55 @@ def test_a_decisive_paired_test_with_overlapping_intervals_needs_agreeing_seeds(
     worse = case(True, 0, 2, 2, p_b=0.01, p_a=0.97)
     assert worse.startswith("**disagrees: BMUF is worse on these utterances, not resolved")
     assert "0 of 2" not in worse and "2 of 2 seed(s)" in worse
+
+
+def test_the_setting_chosen_on_dev_is_the_one_applied_to_test(tmp_path):
+    from report_synthetic import write_scored_settings
+
+    refs = {"dev": reference_texts(10, seed=6), "test": reference_texts(10, seed=7)}
+    exp = make_network_run(str(tmp_path), "dnn", "bmuf", 1, 2, False, refs, {})
+    # dev is best at LM weight 2.1 with penalty 0.5; test alone would pick 3 with 0.0
+    errors = {"dev": {("1.9", "0.5"): 3, ("2.1", "0.5"): 1, ("3", "0.0"): 2},
+              "test": {("1.9", "0.5"): 4, ("2.1", "0.5"): 2, ("3", "0.0"): 1}}
+    for set_name, by_setting in errors.items():
+        write_scored_settings(os.path.join(exp, f"decode_{set_name}"), refs[set_name],
+                              {k: corrupt(refs[set_name], uniform(refs[set_name], n))
+                               for k, n in by_setting.items()})
+    out = tmp_path / "R.md"
+    result = CliRunner().invoke(main, ["report", "--out", str(out), "--archs", "dnn",
+                                       "--strategies", "bmuf", "--replications", "100", exp])
+    assert result.exit_code == 0, result.output
+    row = table_rows(out.read_text(), "Networks")[("DNN", "BMUF")]
+    assert row[6].startswith("10.00 [")      # dev at its best: 1 error in 10 characters
+    assert row[7].startswith("20.00 [")      # test at dev's setting (2.1, 0.5), not its own best
+    assert row[8] == "2.1, 0.5" and row[9] == "10.00"   # Kaldi's best-on-test, beside it
+    # 2.1 between 1.9 and 3: the acoustic scale 1/3 is 30% away, so the report asks for a
+    # finer grid
+    protocol = out.read_text().split("## Scoring protocol")[1].split("\n## ")[0]
+    assert "chosen on dev, 2.1, has neighbours 1.9 and 3" in protocol
+
+
+def test_averaged_model_rows_and_worker_counts(tmp_path):
+    refs = {"dev": reference_texts(10, seed=8), "test": reference_texts(10, seed=9)}
+    dirs = []
+    for workers, (final, ema) in ((2, (3, 2)), (8, (4, 3))):
+        dirs.append(make_network_run(str(tmp_path / f"n{workers}"), "dnn", "bmuf", 1, workers,
+                                     True, refs, {(s, m): uniform(refs[s], n) for s in refs
+                                                  for m, n in (("final", final), ("ema", ema))}))
+    dirs.append(make_network_run(str(tmp_path), "dnn", "single", 1, 1, True, refs,
+                                 {(s, m): uniform(refs[s], n) for s in refs
+                                  for m, n in (("final", 3), ("ema", 1))}))
+    out = tmp_path / "R.md"
+    result = CliRunner().invoke(main, ["report", "--out", str(out), "--archs", "dnn",
+                                       "--strategies", "single single+ema bmuf bmuf+ema",
+                                       "--replications", "100", *dirs])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    table = text.split("## Networks")[1].split("\n## ")[0]
+    bmuf = [l for l in table.splitlines() if l.startswith("| DNN | BMUF |")]
+    assert [l.split("|")[3].strip() for l in bmuf] == ["2", "8"]   # one row per worker count
+    # the single worker's EMA gains more (30% -> 10%) than BMUF's at 8 workers (40% -> 30%)
+    assert ("DNN, 8 workers: the EMA changes BMUF's test CER by -25.0% and a single worker's by "
+            "-66.7% (relative): **the EMA's gain is not specific to parallel training here**"
+            in text)
+    assert (tmp_path / "plots" / "cer_vs_workers.png").read_bytes()[:8] == PNG_MAGIC

@@ -19,10 +19,12 @@ def test_compute_wer_lines_exactly_as_kaldi():
     assert wer_lines(counts) == ("%WER 37.50 [ 3 / 8, 1 ins, 1 del, 1 sub ]\n"
                                  "%SER 66.67 [ 2 / 3 ]\n"
                                  "Scored 3 sentences, 0 not present in hyp.\n")
+    # utterances without a hypothesis are all deletions (Kaldi's --mode=present would drop them)
     partial = score_texts(refs, {"u1": hyps["u1"]})
-    assert wer_lines(partial) == ("%WER 50.00 [ 2 / 4, 1 ins, 0 del, 1 sub ] [PARTIAL]\n"
-                                  "%SER 100.00 [ 1 / 1 ]\n"
-                                  "Scored 1 sentences, 2 not present in hyp.\n")
+    assert wer_lines(partial) == ("%WER 75.00 [ 6 / 8, 1 ins, 4 del, 1 sub ] [2 of 3 utterances "
+                                  "without a hypothesis, scored as deletions]\n"
+                                  "%SER 100.00 [ 3 / 3 ]\n"
+                                  "Scored 3 sentences, 2 not present in hyp.\n")
 
 
 def test_cer_splits_words_into_characters_and_filters_noise():

@@ -2,7 +2,7 @@
 
 Toy problem: each worker r minimizes a quadratic 0.5 * (w - c_r)^T A_r (w - c_r) with plain SGD, so
 its gradient sequence is known; the torch driver below uses the rule objects, the numpy reference
-writes the update formulas of DESIGN.md section 4 again from scratch.
+writes the update formulas of docs/design.md ("Training") again from scratch.
 """
 import numpy as np
 import pytest
@@ -103,6 +103,19 @@ def test_bmuf_nesterov_hand_computed():
                           restarts=restarts)
     assert w_g == [2.0, 5.0, 8.5]
     assert restarts == [3.0, 6.5, 10.25]
+
+
+def test_bmuf_warmup_is_model_averaging_then_momentum_from_zero():
+    # two warm-up blocks: W_g = 2, 4 (MA: G = 2 each), D reset to 0; then classic BMUF from there:
+    # D = 2, 3 and W_g = 6, 9
+    rule = BlockMomentum(0.5, 1.0, nesterov=True, warmup_blocks=2)
+    restarts = []
+    w_g, _ = run_constant(rule, [1.0, 3.0], 4, restarts=restarts)
+    assert w_g == [2.0, 4.0, 6.0, 9.0]
+    assert restarts == [2.0, 4.0, 7.0, 10.5]   # Nesterov's look-ahead only after the warm-up
+    again = BlockMomentum(0.5, 1.0, nesterov=True, warmup_blocks=2)
+    again.load_state_dict(rule.state_dict())
+    assert again.steps == 4 and again.momentum == 0.5
 
 
 def test_bmuf_momentum_decays_when_the_workers_stop_moving():

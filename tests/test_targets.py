@@ -16,7 +16,7 @@ import kaldi_hmm_gmm
 
 from conftest import REPO, YESNO, run_script
 from emasr.ali.alignments import AlignmentError, iter_alignment_file
-from emasr.ali.targets import TargetsError, load_targets, make_targets
+from emasr.ali.targets import TargetsError, load_targets, log_priors, make_targets
 from emasr.feats.fbank import FbankExtractor
 from emasr.feats.pipeline import FeaturePipeline, PipelineConfig
 from emasr.feats.wav import read_wav_spec
@@ -98,6 +98,30 @@ def test_kaldi_alignments_become_targets(yesno_feats, kaldi_tid2pdf, kaldi_align
         assert targets.counts.tolist() == FINAL_OCCS
     np.testing.assert_allclose(targets.log_priors, np.log(targets.counts / total), rtol=1e-6)
     assert (tmp_path / "targets" / "frame_subsampling_factor").read_text() == f"{k}\n"
+
+
+def test_priors_count_only_the_training_utterances(yesno_feats, kaldi_tid2pdf,
+                                                   kaldi_alignments, tmp_path):
+    data, _ = yesno_feats
+    train = tmp_path / "train"
+    train.mkdir()
+    chosen = sorted(kaldi_alignments)[:10]   # the "training set"; the other 21 are "dev"
+    (train / "utt2spk").write_text("".join(f"{u} global\n" for u in chosen))
+    summary = make_targets(MONO, data, tmp_path / "targets", 1, priors_from=train)
+    targets = load_targets(tmp_path / "targets")
+    assert summary.written == 31 and summary.prior_utts == 10   # targets for all, priors for 10
+    counts = np.bincount(np.concatenate([kaldi_tid2pdf[kaldi_alignments[u]] for u in chosen]),
+                         minlength=11)
+    assert summary.prior_frames == counts.sum() < targets.counts.sum()
+    np.testing.assert_allclose(targets.log_priors, np.log(counts / counts.sum()), rtol=1e-6)
+    # a pdf that training never saw gets Kaldi nnet1's sqrt(FLT_MAX): it can never win a frame
+    unseen = log_priors(np.array([3, 0, 1]), 5e-6)
+    assert unseen[1] > 1e18 and unseen[0] == pytest.approx(np.log(0.75))
+    assert "prior_utterances 10" in (tmp_path / "targets" / "summary").read_text()
+    (train / "utt2spk").write_text("nobody global\n")
+    with pytest.raises(TargetsError, match="none of the utterances"):
+        make_targets(MONO, data, tmp_path / "none", 1, priors_from=train)
+    assert not (tmp_path / "none").exists()
 
 
 def test_pdf_alignments_and_their_own_num_pdfs(yesno_feats, kaldi_tid2pdf, kaldi_alignments,

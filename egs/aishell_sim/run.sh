@@ -25,15 +25,22 @@ cmvn_per_utt=       # true: CMVN (and all else keyed by speaker) per utterance, 
                     # mean), false for a real corpus (one AISHELL-1 speaker, one session).
 lm_text=            # unsegmented LM text, file or dir of *.txt (default: <corpus-dir>/lm_text)
 nj=                 # parallel jobs for features, GMMs and decoding (default: per profile)
-num_workers=        # training workers of ma/bmuf runs; single runs use 1 (default: per profile)
+num_workers=        # training workers of ma/bmuf runs, a list: "2 4 8" trains each at every N;
+                    # single runs use 1 (default: per profile)
 archs="dnn lstm"
-strategies="single ma ma+ema bmuf bmuf+ema"
+# the table's rows: a sync rule (single, ma, bmuf), optionally +<averaged model> (ema: the paper's
+# EMA; avg: cumulative average; lastk: average of the last k epochs), decoded from the same run
+# (ma+avg and ma+lastk are left out by default to keep the run's decoding within its time)
+strategies="single single+ema single+avg single+lastk ma ma+ema bmuf bmuf+ema bmuf+avg bmuf+lastk"
 seeds=              # network seeds, e.g. "1 2 3" (default: per profile)
 lrs=                # learning-rate grid, tuned per strategy on dev frame accuracy (default: the
                     # config's lr, no grid), e.g. "0.05 0.1 0.2"
 epochs=             # network epochs (default: per profile)
 block_size=         # tau: minibatches between syncs (default: per profile)
 ema_half_life_frames=  # EMA half life in training frames (default: per profile)
+avg_start=          # +avg: the cumulative average starts at this fraction of the run (default 0.5)
+last_k=             # +lastk: epochs averaged (default: per profile)
+ma_lr_times_workers=true  # MA workers at N x the learning rate (Kaldi's rule); false: 1 x
 nnet_opts=          # extra config overrides for every network, e.g. "model.dropout=0.1"
 nnet_train_opts=    # extra options of steps/nnet/train.sh, e.g. multi-node torchrun:
                     # "--torchrun-opts '--nnodes 2 --rdzv-backend c10d --rdzv-endpoint h1:29400'"
@@ -44,7 +51,8 @@ num_leaves=
 tri_totgauss=
 gmm_decode_opts=    # steps/decode.sh beams (default: per profile; Kaldi's 13/8 on large)
 nnet_decode_opts=   # steps/nnet/decode.sh beams and --acwt (default: per profile)
-scoring_opts=       # local/score.sh: LM weights and insertion penalties (default: per profile)
+gmm_scoring_opts=   # local/score.sh for the GMMs and for the networks: LM weights and insertion
+nnet_scoring_opts=  # penalties (default: per profile). Each system's setting is chosen on dev.
 results=RESULTS.md  # the report (plots go to plots/ beside it)
 workdir=            # where data/ exp/ and the recipe links are (default: this script's directory;
                     # egs/aishell/run.sh runs these stages in its own directory)
@@ -60,10 +68,14 @@ Options:
   --stage N --stop-stage M      run stages N..M (default $stage..$stop_stage)
   --profile tiny|small|large    corpus size and model sizes (default $profile)
   --nj N                        parallel jobs (tiny/small: 2, large: 16)
-  --num-workers N               workers of the MA and BMUF runs (tiny/small: 2, large: 8)
+  --num-workers 'N ...'         workers of the MA and BMUF runs, each N in the list (tiny: 2,
+                                small: '2 8', large: 8)
   --archs 'dnn lstm'            network architectures
   --strategies '$strategies'
-                                single = 1 worker; X+ema decodes the EMA of run X (no extra training)
+                                single = 1 worker; X+ema, X+avg, X+lastk decode the EMA, the
+                                cumulative average, the last-k-epochs average of run X
+  --avg-start F --last-k K      the averaging controls (default 0.5; per profile)
+  --ma-lr-times-workers true|false  MA at N x the learning rate (default true)
   --seeds '1 2 3'               seeds of every network run (default 1)
   --lrs '0.05 0.1 0.2'          learning-rate grid, the best on dev frame accuracy is reported
   --epochs N --block-size TAU --ema-half-life-frames F --nnet-opts 'key=value ...'
@@ -72,7 +84,9 @@ Options:
   --cmvn-per-utt true|false     CMVN per utterance instead of per speaker (default: = --simulate)
   --mono-subset N --mono-totgauss N --num-leaves N --tri-totgauss N   GMM sizes
   --gmm-decode-opts '--beam 11 --lattice-beam 5'  --nnet-decode-opts '...'
-  --scoring-opts '--min-lmwt 7 --max-lmwt 17 --word-ins-penalty 0.0,0.5,1.0'
+  --gmm-scoring-opts '--min-lmwt 7 --max-lmwt 17 --word-ins-penalty 0.0,0.5,1.0'
+  --nnet-scoring-opts '--min-lmwt 1 --max-lmwt 4 --lmwt-step 0.1 ...'  local/score.sh options; the
+                                report picks each system's LM weight and penalty on dev, for test
   --results FILE                report file (default $results)
   --workdir DIR                 run in DIR (needs conf/ steps/ utils/ local/ cmd.sh path.sh there)
 Jobs run through cmd.sh (run.pl here; queue.pl or slurm.pl on a cluster)."
@@ -95,19 +109,15 @@ cd "${workdir:-$(dirname "$0")}"
 . ./cmd.sh
 . ./path.sh
 
-log() {
-  # log "message": time, the calling file, line and function, then the message (icefall's style)
-  local fname=${BASH_SOURCE[1]##*/}
-  echo -e "$(date '+%Y-%m-%d %H:%M:%S') (${fname}:${BASH_LINENO[0]}:${FUNCNAME[1]:-main}) $*"
-}
-current_command=
-trap 'rc=$?; log "FAILED (exit $rc): ${current_command:-$BASH_COMMAND}; the log to read is named above"' ERR
+last_stage=10
+. utils/lib/recipe.sh   # log, run, the ERR trap, stage_on, the stage done markers
+check_stage_range
 
 # -- profile defaults (an option given on the command line wins) ---------------------------------
 case "$profile" in
   tiny)
     : "${nj:=2}" "${num_workers:=2}" "${seeds:=1}" "${epochs:=12}" "${block_size:=4}"
-    : "${ema_half_life_frames:=1500}" "${mono_totgauss:=300}" "${num_leaves:=200}"
+    : "${ema_half_life_frames:=1500}" "${last_k:=4}" "${mono_totgauss:=300}" "${num_leaves:=200}"
     : "${tri_totgauss:=1200}" "${mono_subset:=0}"
     mono_opts="--num-iters 20"
     targets_opts="--max-lost 0.05"   # 230 utterances: a dozen unaligned is already 5%
@@ -115,9 +125,12 @@ case "$profile" in
     # LM and transitions from outweighing the acoustics (at 0.1 most errors were deletions).
     : "${gmm_decode_opts:=--beam 9 --lattice-beam 3}"
     : "${nnet_decode_opts:=--acwt 0.5 --beam 10 --lattice-beam 4}"
-    # LM weights from the networks' 1-2 up to Kaldi's 17 for the GMMs, Kaldi's three penalties
-    # (with per-utterance CMVN the tiny tri1 needed LM weight 14: cut at 12 it lost to mono)
-    : "${scoring_opts:=--min-lmwt 1 --max-lmwt 17 --word-ins-penalty 0.0,0.5,1.0}"
+    # GMMs: LM weights up to Kaldi's 17, Kaldi's three penalties (with per-utterance CMVN the
+    # tiny tri1 needed LM weight 14: cut at 12 it lost to mono)
+    : "${gmm_scoring_opts:=--min-lmwt 1 --max-lmwt 17 --word-ins-penalty 0.0,0.5,1.0}"
+    # networks (acoustic scale 0.5, best near LM weight 2): steps of 0.1, so the chosen weight's
+    # neighbours are within 10% of its acoustic scale from 1.0 up
+    : "${nnet_scoring_opts:=--min-lmwt 0.5 --max-lmwt 4 --lmwt-step 0.1 --word-ins-penalty 0.0,0.5}"
     # conf/nnet/dnn.yaml's stabilizers (layer norm, variance-normalized input, momentum 0.5)
     # were found here: without them the DNN diverged at lr 0.1, and at momentum 0.9 so did BMUF
     dnn_opts="model.hidden_layers=2 model.hidden_dim=256 data.minibatch_frames=128"
@@ -127,8 +140,10 @@ case "$profile" in
     lstm_opts="model.num_layers=1 model.hidden_size=256 model.proj_size=128 train.lr=0.1 data.chunks_per_minibatch=4"
     ;;
   small)
-    : "${nj:=2}" "${num_workers:=2}" "${seeds:=1}" "${epochs:=3}" "${block_size:=16}"
-    : "${ema_half_life_frames:=90000}" "${mono_totgauss:=1000}" "${num_leaves:=1200}"
+    # the paper's 8 workers: on 2 cores they train in about the time of 2 (worker processes
+    # share the cores)
+    : "${nj:=2}" "${num_workers:=8}" "${seeds:=1}" "${epochs:=3}" "${block_size:=16}"
+    : "${ema_half_life_frames:=90000}" "${last_k:=2}" "${mono_totgauss:=1000}" "${num_leaves:=1200}"
     : "${tri_totgauss:=10000}" "${mono_subset:=2000}"
     mono_opts=
     targets_opts=
@@ -136,7 +151,8 @@ case "$profile" in
     # Kaldi's beam 13 with max-active 1500, about twice as fast as 7000 for 0.6 CER points on
     # the whole dev set with the BMUF DNN (docs/decoding.md)
     : "${nnet_decode_opts:=--acwt 0.5 --beam 13 --lattice-beam 5 --max-active 1500}"
-    : "${scoring_opts:=--min-lmwt 1 --max-lmwt 17 --word-ins-penalty 0.0,0.5}"
+    : "${gmm_scoring_opts:=--min-lmwt 1 --max-lmwt 17 --word-ins-penalty 0.0,0.5}"
+    : "${nnet_scoring_opts:=--min-lmwt 0.5 --max-lmwt 4 --lmwt-step 0.1 --word-ins-penalty 0.0,0.5}"
     # sized so that six trainings fit the 90 minutes of the whole recipe on 2 cores (estimated
     # from the tiny profile's frames per second)
     dnn_opts="model.hidden_layers=3 model.hidden_dim=512"
@@ -144,18 +160,19 @@ case "$profile" in
     ;;
   large)
     : "${nj:=16}" "${num_workers:=8}" "${seeds:=1}" "${epochs:=10}" "${block_size:=16}"
-    : "${ema_half_life_frames:=1000000}" "${mono_totgauss:=2000}" "${num_leaves:=3000}"
+    : "${ema_half_life_frames:=1000000}" "${last_k:=3}" "${mono_totgauss:=2000}" "${num_leaves:=3000}"
     : "${tri_totgauss:=40000}" "${mono_subset:=10000}"
     mono_opts=
     targets_opts=
     : "${gmm_decode_opts:=--beam 13 --lattice-beam 8}" "${nnet_decode_opts:=--beam 13 --lattice-beam 8}"
-    : "${scoring_opts:=--min-lmwt 7 --max-lmwt 17 --word-ins-penalty 0.0,0.5,1.0}"
+    : "${gmm_scoring_opts:=--min-lmwt 7 --max-lmwt 17 --word-ins-penalty 0.0,0.5,1.0}"
+    : "${nnet_scoring_opts:=--min-lmwt 5 --max-lmwt 17 --lmwt-step 0.5 --word-ins-penalty 0.0,0.5,1.0}"
     dnn_opts=         # conf/nnet/dnn.yaml as it is (6 x 1024)
     lstm_opts=        # conf/nnet/lstm.yaml as it is (3 x 1024, projection 256)
     ;;
   *) echo "$0: --profile must be tiny, small or large, not '$profile'" >&2; exit 1 ;;
 esac
-: "${lm_text:=$corpus_dir/lm_text}"
+: "${lm_text:=$corpus_dir/lm_text}" "${avg_start:=0.5}"
 : "${cmvn_per_utt:=$simulate}"
 sets="train dev test"
 gmm_lang=data/lang_test
@@ -163,64 +180,76 @@ nnet_graph=exp/tri1/graph      # the networks share the triphone system's tree, 
 nnet_trans_mdl=exp/tri1/final.mdl
 
 # -- stage bookkeeping ---------------------------------------------------------------------------
-begin_stage() {
-  # begin_stage N "what": false (skip) when stage N's done marker exists
-  local marker=exp/done/stage$1
-  if [ -f "$marker" ]; then
-    log "stage $1 ($2): done already ($marker: $(cat "$marker")); skipped"
-    return 1
-  fi
-  log "stage $1: $2"
-  stage_start=$(date +%s)
-}
-
-end_stage() {
-  # end_stage N: the done marker (seconds taken and date), written last and atomically
-  mkdir -p exp/done
-  echo "$(( $(date +%s) - stage_start )) s, finished $(date -u '+%Y-%m-%dT%H:%M:%SZ')" \
-    > "exp/done/stage$1.tmp"
-  mv "exp/done/stage$1.tmp" "exp/done/stage$1"
-  log "stage $1 done in $(( $(date +%s) - stage_start )) s"
-}
-
-run() {
-  # run CMD...: log the command, then run it (set -e stops the recipe when it fails)
-  current_command="$*"
-  log "running: $*"
-  "$@"
-  current_command=
+stage_settings() {
+  # stage_settings N: the options that shape stage N's outputs (recorded in its done marker)
+  case "$1" in
+    0) key_values profile corpus_dir simulate corpus_seed ;;
+    1) key_values profile cmvn_per_utt ;;
+    2) key_values profile lm_text ;;
+    4) key_values profile mono_subset mono_totgauss mono_opts ;;
+    5) key_values profile num_leaves tri_totgauss ;;
+    6) key_values profile gmm_decode_opts gmm_scoring_opts ;;
+    7) key_values profile targets_opts ;;
+    *) key_values profile ;;
+  esac
 }
 
 base_strategies() {
-  # the training runs behind the strategies: "ma ma+ema" -> "ma" (one run serves both rows)
+  # the training runs behind the rows: "ma ma+ema bmuf+avg" -> "ma bmuf" (a run serves every
+  # averaged model of its sync rule)
   local s out=""
   for s in $strategies; do
-    s=${s%+ema}
+    s=${s%%+*}
     case " $out " in *" $s "*) ;; *) out="$out $s" ;; esac
   done
   echo $out
 }
 
-wants_ema() {
-  case " $strategies " in *" $1+ema "*) return 0 ;; *) return 1 ;; esac
+averaged_models() {
+  # averaged_models BASE: the averaged models the rows ask of BASE's runs: "ema avg"
+  local s out=""
+  for s in $strategies; do
+    case "$s" in "$1"+*) out="$out ${s#*+}" ;; esac
+  done
+  echo $out
 }
 
-nnet_dirs() {
-  # every network exp dir the options ask for: exp/nnet/<arch>_<strategy>_s<seed>[_lr<lr>]
-  local arch base seed lr
+nnet_runs() {
+  # every network run the options ask for, one a line: "dir arch base workers seed lr", with
+  # dir exp/nnet/<arch>_<base>[_n<workers>]_s<seed>[_lr<lr>] (single runs have one worker)
+  local arch base seed lr n dir
   for arch in $archs; do
     for base in $(base_strategies); do
-      for seed in $seeds; do
-        for lr in ${lrs:-default}; do
-          if [ "$lr" = default ]; then
-            echo "exp/nnet/${arch}_${base}_s${seed}"
-          else
-            echo "exp/nnet/${arch}_${base}_s${seed}_lr$lr"
-          fi
+      for n in $([ "$base" = single ] && echo 1 || echo $num_workers); do
+        for seed in $seeds; do
+          for lr in ${lrs:-default}; do
+            dir=exp/nnet/${arch}_${base}
+            [ "$base" = single ] || dir=${dir}_n$n
+            dir=${dir}_s$seed
+            [ "$lr" = default ] || dir=${dir}_lr$lr
+            echo "$dir $arch $base $n $seed $lr"
+          done
         done
       done
     done
   done
+}
+
+nnet_dirs() {
+  nnet_runs | cut -d' ' -f1
+}
+
+averaging_opts() {
+  # averaging_opts BASE: the config overrides that keep the averaged models BASE's rows ask for
+  local name out=""
+  for name in $(averaged_models "$1"); do
+    case "$name" in
+      ema) ;;   # through --ema-half-life-frames
+      avg) out="$out average.cumulative_start=$avg_start" ;;
+      lastk) out="$out average.last_k=$last_k" ;;
+    esac
+  done
+  echo $out
 }
 
 stage_times() {
@@ -229,15 +258,11 @@ stage_times() {
   for n in 0 1 2 3 4 5 6 7; do
     f=exp/done/stage$n
     if [ -f "$f" ]; then
-      out="$out${out:+, }$n: $(cut -d' ' -f1 "$f") s"
-      total=$((total + $(cut -d' ' -f1 "$f")))
+      out="$out${out:+, }$n: $(head -1 "$f" | cut -d' ' -f1) s"
+      total=$((total + $(head -1 "$f" | cut -d' ' -f1)))
     fi
   done
   echo "${out:-none} (stages 0-7 total $total s)"
-}
-
-stage_on() {
-  [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]
 }
 
 log "$start_command (profile $profile: nj $nj, $num_workers workers, seeds '$seeds', epochs $epochs)"
@@ -328,7 +353,7 @@ if stage_on 6 && begin_stage 6 "graphs and GMM decoding of dev and test"; then
     for x in dev test; do
       # shellcheck disable=SC2086
       run steps/decode.sh --cmd "$decode_cmd" --nj "$nj" $gmm_decode_opts \
-        --scoring-opts "$scoring_opts" "exp/$sys/graph" "data/$x" "exp/$sys/decode_$x"
+        --scoring-opts "$gmm_scoring_opts" "exp/$sys/graph" "data/$x" "exp/$sys/decode_$x"
     done
   done
   end_stage 6
@@ -336,29 +361,33 @@ fi
 
 if stage_on 7 && begin_stage 7 "network targets from the triphone alignments"; then
   run utils/combine_data.sh data/train_dev_fbank data/train_fbank data/dev_fbank
+  # dev is aligned for the networks' dev frame accuracy; the priors count training only
   # shellcheck disable=SC2086
   run steps/nnet/make_targets.sh --cmd "$train_cmd" --frame-subsampling-factor 3 $targets_opts \
-    exp/tri1_ali_train_dev data/train_dev_fbank exp/nnet/targets
+    --priors-from data/train_fbank exp/tri1_ali_train_dev data/train_dev_fbank exp/nnet/targets
   end_stage 7
 fi
 
 if stage_on 8; then
   log "stage 8: network training: archs '$archs', runs '$(base_strategies)', seeds '$seeds'"
   eval "train_extra=($nnet_train_opts)"   # the options may quote their own values
-  for dir in $(nnet_dirs); do
+  mkdir -p exp/nnet
+  nnet_runs > exp/nnet/runs.list
+  while read -r dir arch base workers seed lr; do
     if [ -f "$dir/.done" ]; then
       log "$dir: trained already ($dir/.done); skipped"
       continue
     fi
-    name=${dir#exp/nnet/}
-    arch=${name%%_*}; rest=${name#*_}; base=${rest%%_*}
-    lr=; case "$name" in *_lr*) lr=${name##*_lr} ;; esac
-    seed=${rest#*_s}; seed=${seed%%_*}
-    workers=$num_workers; [ "$base" = single ] && workers=1
+    [ "$lr" = default ] && lr=
     opts_var=${arch}_opts
-    set_opts="train.init_seed=$seed data.seed=$seed ${lr:+train.lr=$lr} ${!opts_var:-} $nnet_opts"
+    ma_opts=
+    [ "$base" = ma ] && [ "$ma_lr_times_workers" = true ] && ma_opts="sync.lr_times_workers=true"
+    set_opts="train.init_seed=$seed data.seed=$seed ${lr:+train.lr=$lr} ${!opts_var:-} $ma_opts"
+    set_opts="$set_opts $(averaging_opts "$base") $nnet_opts"
     ema_opts=()
-    wants_ema "$base" && ema_opts=(--ema-half-life-frames "$ema_half_life_frames")
+    case " $(averaged_models "$base") " in
+      *" ema "*) ema_opts=(--ema-half-life-frames "$ema_half_life_frames") ;;
+    esac
     mkdir -p "$dir"
     echo "$workers" > "$dir/num_workers"   # the report's workers column
     start=$(date +%s)
@@ -366,9 +395,9 @@ if stage_on 8; then
       --num-workers "$workers" --strategy "$base" --block-size "$block_size" --epochs "$epochs" \
       ${ema_opts[@]+"${ema_opts[@]}"} --set-opts "$set_opts" --resume true \
       ${train_extra[@]+"${train_extra[@]}"} \
-      exp/nnet/targets data/train_fbank data/dev_fbank "$dir"
+      exp/nnet/targets data/train_fbank data/dev_fbank "$dir" < /dev/null
     echo "$(( $(date +%s) - start )) s" > "$dir/.done"
-  done
+  done < exp/nnet/runs.list
 fi
 
 if stage_on 9; then
@@ -382,7 +411,9 @@ if stage_on 9; then
   log "stage 9: decoding dev and test with $(echo $selected | wc -w) network(s)"
   for dir in $selected; do
     models=final
-    [ -f "$dir/ema.pt" ] && models="final ema"
+    for f in "$dir"/*.pt; do   # final.pt and the averaged models the run kept (ema.pt, avg.pt ..)
+      [ -f "$f" ] && [ "$f" != "$dir/final.pt" ] && models="$models $(basename "$f" .pt)"
+    done
     for model in $models; do
       for x in dev test; do
         ddir=$dir/decode_$x
@@ -393,7 +424,7 @@ if stage_on 9; then
         fi
         # shellcheck disable=SC2086
         run steps/nnet/decode.sh --cmd "$decode_cmd" --nj "$nj" --model "$model" \
-          --trans-mdl "$nnet_trans_mdl" $nnet_decode_opts --scoring-opts "$scoring_opts" \
+          --trans-mdl "$nnet_trans_mdl" $nnet_decode_opts --scoring-opts "$nnet_scoring_opts" \
           "$nnet_graph" "data/${x}_fbank" "$ddir"
         touch "$ddir/.done"
       done

@@ -2,7 +2,7 @@
 
 Subcommands are listed in COMMANDS as "module:attribute" and imported only when invoked, so
 `emasr --help` is fast and a step never imports libraries it does not use (this matters: importing
-kaldilm before kaldi_hmm_gmm can deadlock, see DESIGN.md "Known pitfalls").
+kaldilm before kaldi_hmm_gmm can deadlock, see docs/design.md "Known pitfalls").
 To add a step: write a click command in its module and add one line here.
 """
 from __future__ import annotations
@@ -16,7 +16,8 @@ from emasr.log import setup_logging
 
 # name -> (module:attribute, one-line help shown by `emasr --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "check-stack": ("emasr.stack:check_stack_cli", "Import the FST stack and decode a tiny FST."),
+    "check-stack": ("emasr.fst_stack:check_stack_cli", "Import the FST stack and decode a tiny FST."),
+    "check-compatible": ("emasr.compat:check_compatible_cli", "Check that targets, model, tree, graph and network agree (pdfs, tree)."),
     # -- parallel (job launchers) --
     # -- io (data directories) --
     "validate-data-dir": ("emasr.io.datadir_cli:validate_data_dir_cli", "Check a Kaldi data dir (validate_data_dir.sh)."),
@@ -28,6 +29,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "filter-scp": ("emasr.io.datadir_cli:filter_scp_cli", "Keep the lines whose id is in a list (filter_scp.pl)."),
     "utt2spk-to-spk2utt": ("emasr.io.datadir_cli:utt2spk_to_spk2utt_cli", "utt2spk -> spk2utt (utt2spk_to_spk2utt.pl)."),
     "spk2utt-to-utt2spk": ("emasr.io.datadir_cli:spk2utt_to_utt2spk_cli", "spk2utt -> utt2spk (spk2utt_to_utt2spk.pl)."),
+    "get-utt2dur": ("emasr.io.utt2dur:get_utt2dur_cli", "Write a data dir's utt2dur from segments, wav.scp or feats (get_utt2dur.sh)."),
+    "perturb-data-dir-speed": ("emasr.io.perturb_speed:perturb_data_dir_speed_cli", "Speed-perturbed copies of a data dir, sp0.9-/sp1.1- (perturb_data_dir_speed_3way.sh)."),
+    "speed-perturb-wav": ("emasr.feats.speed:speed_perturb_wav_cli", "Play a 16-bit wav F times faster, as sox's speed effect (for wav.scp pipes)."),
     # -- corpus (simulation) --
     "simulate-corpus": ("emasr.corpus.simulate:simulate_corpus_cli", "Synthesize an AISHELL-style Mandarin corpus with espeak-ng."),
     # -- lang (data prep, dict, lang, LM) --
@@ -35,10 +39,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "aishell-prepare-dict": ("emasr.lang.aishell_dict:aishell_prepare_dict_cli", "resource_aishell lexicon -> AISHELL-style dict dir."),
     "prepare-lang": ("emasr.lang.prepare_lang:prepare_lang_cli", "Dict dir -> lang dir (L.fst, phones.txt, words.txt, topo)."),
     "validate-lang": ("emasr.lang.validate:validate_lang_cli", "Check a lang dir (symbol tables, L.fst, G.fst, topo)."),
+    "sym2int": ("emasr.lang.symbol_map:sym2int_cli", "Symbols -> integers through a symbol table (sym2int.pl)."),
+    "int2sym": ("emasr.lang.symbol_map:int2sym_cli", "Integers -> symbols through a symbol table (int2sym.pl)."),
     "train-lm": ("emasr.lang.train_lm:train_lm_cli", "Segment LM text with sentencepiece, train a 3-gram KN ARPA."),
     "format-lm": ("emasr.lang.format_lm:format_lm_cli", "ARPA -> lang_test with G.fst (kaldilm arpa2fst)."),
     # -- feats --
     "compute-fbank-feats": ("emasr.feats.extract:compute_fbank_cli", "Compute Kaldi fbank features for a wav.scp (one job)."),
+    "compute-mfcc-feats": ("emasr.feats.extract:compute_mfcc_cli", "Compute Kaldi MFCC features for a wav.scp (one job)."),
+    "compute-fbank-pitch-feats": ("emasr.feats.extract:compute_fbank_pitch_cli", "Compute Kaldi fbank + pitch features for a wav.scp (one job)."),
     "compute-mfcc-pitch-feats": ("emasr.feats.extract:compute_mfcc_pitch_cli", "Compute Kaldi MFCC + pitch features for a wav.scp (one job)."),
     "merge-feats-jobs": ("emasr.feats.extract:merge_feats_jobs_cli", "Merge feature jobs into a data dir's feats.scp, utt2num_frames, utt2dur."),
     "compute-cmvn-stats": ("emasr.feats.cmvn:compute_cmvn_stats_cli", "Compute per-speaker or global CMVN stats (Kaldi layout)."),

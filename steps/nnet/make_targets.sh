@@ -10,6 +10,10 @@ ali_type=transition         # transition | pdf: what the alignments hold
 num_pdfs=                   # for --ali-type pdf without final.mdl or num_pdfs in the ali dir
 prior_floor=5e-6            # floor on the priors before the log
 max_lost=0.02               # fail when more than this fraction of utterances get no targets
+max_unseen_pdfs=0.5         # fail when more than this fraction of the pdfs get no frame (the
+                            # alignments then come from another model)
+priors_from=                # count the priors over this data dir's utterances only (the
+                            # training set when <feat-data-dir> also holds the dev set)
 cmd=run.pl                  # job launcher (one job), e.g. "$train_cmd" from cmd.sh
 # End configuration section.
 
@@ -23,6 +27,8 @@ Options:
   --num-pdfs N                   number of pdfs for --ali-type pdf
   --prior-floor F                floor on the priors (default 5e-6)
   --max-lost FRACTION            allowed fraction of utterances without targets (default 0.02)
+  --max-unseen-pdfs FRACTION     allowed fraction of pdfs without a target frame (default 0.5)
+  --priors-from DATA-DIR         priors over this data dir's utterances (default: all targets)
   --cmd CMD                      job launcher (default run.pl)"
 
 echo "$0 $*"
@@ -45,11 +51,16 @@ fi
 if [ ! -f "$data/utt2num_frames" ] && [ ! -f "$data/feats.scp" ]; then
   echo "$0: expected file $data/utt2num_frames or $data/feats.scp to exist" >&2; exit 1
 fi
+if [ "$ali_type" = transition ] && [ -f "$ali_dir/tree" ]; then
+  # The alignments are read through final.mdl: it must be the model of the dir's tree.
+  emasr check-compatible --model "$ali_dir/final.mdl" --tree "$ali_dir/tree" || exit 1
+fi
 mkdir -p "$dir/log"
 
 args=(--frame-subsampling-factor "$frame_subsampling_factor" --ali-type "$ali_type"
-      --prior-floor "$prior_floor" --max-lost "$max_lost")
+      --prior-floor "$prior_floor" --max-lost "$max_lost" --max-unseen-pdfs "$max_unseen_pdfs")
 [ -n "$num_pdfs" ] && args+=(--num-pdfs "$num_pdfs")
+[ -n "$priors_from" ] && args+=(--priors-from "$priors_from")
 
 $cmd "$dir/log/make_targets.log" emasr make-targets "${args[@]}" "$ali_dir" "$data" "$dir"
 written=$(grep -h '^utterances_written' "$dir/summary" | cut -d' ' -f2)

@@ -23,20 +23,38 @@ torchrun_opts=  # passed to torchrun before the script, e.g. "--nnodes 2 --rdzv-
                 # --rdzv-endpoint host:29400 --rdzv-id job1" for several nodes (replaces --standalone)
 # End configuration section.
 
+help_message="Usage: $0 [options] <targets-dir> <train-data-dir> <dev-data-dir> <exp-dir>
+e.g.: $0 --num-workers 4 --strategy bmuf --ema-decay 0.99 --nnet-config conf/nnet/dnn.yaml \\
+        exp/dnn/targets data/train_fbank data/dev_fbank exp/dnn
+Writes <exp-dir>/final.pt (and ema.pt with an EMA), checkpoints, metrics.jsonl; log in
+<exp-dir>/log/train.log.
+Options:
+  --nnet-config FILE              YAML config (conf/nnet/dnn.yaml); defaults fill the rest
+  --num-workers N                 synchronous workers on this node (default $num_workers)
+  --strategy single|ma|bmuf       synchronization (default: the config's)
+  --block-size TAU                minibatches between syncs
+  --ema-decay A | --ema-half-life-frames F   EMA of the synchronized model
+  --epochs E                      epochs
+  --set-opts 'k=v ...'            config overrides, e.g. 'train.lr=0.2 model.hidden_dim=512'
+  --resume true                   continue from the latest complete checkpoint
+  --max-restarts N                restart the worker group N times after a worker fails
+  --trans-mdl ALI/final.mdl       the alignments' Kaldi model (copied with its tree to <exp-dir>)
+  --torchrun-opts '...'           torchrun options for several nodes (replace --standalone)
+  --cmd CMD                       job launcher (default run.pl)"
+
 echo "$0 $*"
 . "$(dirname "$0")/../../utils/parse_options.sh"
 
 if [ $# -ne 4 ]; then
-  echo "Usage: $0 [options] <targets-dir> <train-data-dir> <dev-data-dir> <exp-dir>"
-  echo "e.g.: $0 --num-workers 4 --strategy bmuf --ema-decay 0.99 --nnet-config conf/nnet/dnn.yaml \\"
-  echo "        exp/dnn/targets data/train_fbank data/dev_fbank exp/dnn"
-  echo "Options: --nnet-config FILE --num-workers N --strategy single|ma|bmuf --block-size TAU"
-  echo "         --ema-decay A | --ema-half-life-frames F --epochs E --set-opts 'k=v ...'"
-  echo "         --resume true --max-restarts N --trans-mdl ALI/final.mdl --torchrun-opts '...' --cmd CMD"
+  printf '%s\n' "$help_message" >&2
   exit 1
 fi
 targets=$1; train_data=$2; dev_data=$3; dir=$4
 
+if ! [[ $num_workers =~ ^[0-9]+$ ]] || [ "$num_workers" -lt 1 ]; then
+  echo "$0: --num-workers must be a positive integer (workers on this node), got '$num_workers'" >&2
+  exit 1
+fi
 for f in "$targets/pdf.scp" "$targets/num_pdfs" "$targets/prior.vec" \
          "$train_data/feats.scp" "$dev_data/feats.scp"; do
   [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
@@ -44,8 +62,13 @@ done
 if [ -n "$nnet_config" ] && [ ! -f "$nnet_config" ]; then
   echo "$0: expected file $nnet_config to exist" >&2; exit 1
 fi
-if [ -n "$trans_mdl" ] && [ ! -f "$trans_mdl" ]; then
-  echo "$0: expected file $trans_mdl to exist" >&2; exit 1
+if [ -n "$trans_mdl" ]; then
+  [ -f "$trans_mdl" ] || { echo "$0: expected file $trans_mdl to exist" >&2; exit 1; }
+  # Targets of one model trained against another's TransitionModel decode to nonsense: check
+  # the pdf counts (and the tree beside the model) before any work.
+  compat=(--targets "$targets" --model "$trans_mdl")
+  [ -f "$(dirname "$trans_mdl")/tree" ] && compat+=(--tree "$(dirname "$trans_mdl")/tree")
+  emasr check-compatible "${compat[@]}" || exit 1
 fi
 mkdir -p "$dir/log"
 if [ -n "$trans_mdl" ]; then

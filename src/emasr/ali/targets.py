@@ -6,7 +6,9 @@
   feature frames at 10 ms, subsampled by the feature pipeline's own rule (the label at the centre
   of each stacked window, emasr.feats.pipeline.FeaturePipeline.subsample_labels);
 - ``num_pdfs``; ``pdf_counts`` (Kaldi text vector of the written targets' counts); ``prior.vec``
-  (log priors, floored, Kaldi text vector); ``frame_subsampling_factor``;
+  (log priors, floored, Kaldi text vector; counted over the utterances of ``--priors-from`` when
+  given, so that a dev set aligned for frame accuracy does not leak into the model);
+  ``frame_subsampling_factor``;
 - ``skipped`` (utterance -> reason) and ``summary``.
 
 Lengths are checked as Kaldi does: an alignment at 10 ms must have the features' T frames within 2
@@ -40,6 +42,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PRIOR_FLOOR = 5e-6   # the floor of Kaldi's nnet3-am-adjust-priors
 DEFAULT_MAX_LOST = 0.02
+DEFAULT_MAX_UNSEEN_PDFS = 0.5  # a tree grown on these alignments gives every pdf data; half
+                               # unseen means the alignments come from another model
 SUBSAMPLED_TOLERANCE = 1     # frames, for alignments already at the network's frame rate
 MAX_LOGGED_SKIPS = 20
 
@@ -57,6 +61,8 @@ class TargetsSummary:
     frames: int = 0
     skipped: dict[str, str] = field(default_factory=dict)   # utt -> reason
     never_seen: list[int] = field(default_factory=list)     # pdfs with no target frame
+    prior_utts: int = 0                                     # utterances the priors count
+    prior_frames: int = 0
 
     @property
     def lost(self) -> int:
@@ -72,6 +78,7 @@ class TargetsSummary:
         out += [f"skipped_{reason.replace(' ', '_')} {n}" for reason, n in sorted(reasons.items())]
         out.append(f"pdfs_never_seen {len(self.never_seen)}"
                    + (" " + " ".join(map(str, self.never_seen)) if self.never_seen else ""))
+        out += [f"prior_utterances {self.prior_utts}", f"prior_frames {self.prior_frames}"]
         return out
 
 
@@ -129,11 +136,14 @@ def make_targets(ali_dir: str | os.PathLike, feat_data: str | os.PathLike,
                  out_dir: str | os.PathLike, subsampling_factor: int = 3,
                  ali_type: str = "transition", num_pdfs: int | None = None,
                  prior_floor: float = DEFAULT_PRIOR_FLOOR,
-                 max_lost: float = DEFAULT_MAX_LOST) -> TargetsSummary:
+                 max_lost: float = DEFAULT_MAX_LOST,
+                 max_unseen_pdfs: float = DEFAULT_MAX_UNSEEN_PDFS,
+                 priors_from: str | os.PathLike | None = None) -> TargetsSummary:
     """Convert an alignment dir into a targets dir (see the module docstring). Returns a summary."""
     if subsampling_factor < 1:
         raise TargetsError(f"--frame-subsampling-factor must be >= 1, got {subsampling_factor}")
     ali = open_alignment_dir(ali_dir, ali_type, num_pdfs)
+    _check_model_and_tree(ali)
     if ali.frame_subsampling_factor not in (1, subsampling_factor):
         raise TargetsError(
             f"{ali.path}/frame_subsampling_factor is {ali.frame_subsampling_factor}: alignments at "
@@ -149,14 +159,64 @@ def make_targets(ali_dir: str | os.PathLike, feat_data: str | os.PathLike,
     _log_skips(summary, None if too_many_lost else MAX_LOGGED_SKIPS, out_dir)
     if too_many_lost:
         raise _loss_error(summary, max_lost, feat_data)
-    counts = np.zeros(ali.num_pdfs, dtype=np.int64)
-    for items in per_file.values():
-        for _, targets in items:
-            counts += np.bincount(targets, minlength=ali.num_pdfs)
+    counts = pdf_counts(per_file, ali.num_pdfs)
     summary.never_seen = np.flatnonzero(counts == 0).tolist()
     summary.frames = int(counts.sum())
-    _write_targets_dir(Path(out_dir), per_file, counts, subsampling_factor, prior_floor, summary)
+    _check_unseen_pdfs(ali, summary, max_unseen_pdfs)
+    prior_utts = None if priors_from is None else prior_utterances(priors_from)
+    prior_counts = pdf_counts(per_file, ali.num_pdfs, prior_utts)
+    if prior_counts.sum() == 0:
+        raise TargetsError(f"none of the utterances of {priors_from} got targets from "
+                           f"{ali.path}: the priors would count nothing; nothing written")
+    summary.prior_frames = int(prior_counts.sum())
+    summary.prior_utts = sum(1 for items in per_file.values() for utt, _ in items
+                             if prior_utts is None or utt in prior_utts)
+    _write_targets_dir(Path(out_dir), per_file, counts, subsampling_factor,
+                       log_priors(prior_counts, prior_floor), summary)
     return summary
+
+
+def pdf_counts(per_file, num_pdfs: int, utts: set[str] | None = None) -> np.ndarray:
+    """Target frames per pdf, over `utts` only when given."""
+    counts = np.zeros(num_pdfs, dtype=np.int64)
+    for items in per_file.values():
+        for utt, targets in items:
+            if utts is None or utt in utts:
+                counts += np.bincount(targets, minlength=num_pdfs)
+    return counts
+
+
+def prior_utterances(data_dir: str | os.PathLike) -> set[str]:
+    """The utterances of a data dir (its utt2spk, else feats.scp): the priors' training set."""
+    for name in ("utt2spk", "feats.scp"):
+        path = Path(data_dir) / name
+        if path.is_file():
+            return set(read_table(path))
+    raise TargetsError(f"--priors-from {data_dir}: expected file {data_dir}/utt2spk or "
+                       f"{data_dir}/feats.scp to exist")
+
+
+def _check_model_and_tree(ali: AlignmentDir) -> None:
+    """The ali dir's final.mdl is its tree's model (Kaldi's align_si.sh copies both there)."""
+    from emasr.compat import CompatError, check_tree_matches_model
+
+    model, tree = ali.path / "final.mdl", ali.path / "tree"
+    if ali.ali_type == "transition" and tree.is_file():
+        try:
+            check_tree_matches_model(str(tree), str(model))
+        except CompatError as err:
+            raise TargetsError(f"{err}; nothing written") from None
+
+
+def _check_unseen_pdfs(ali: AlignmentDir, summary: TargetsSummary, max_unseen: float) -> None:
+    """Alignments whose ids merely fit another model leave most of its pdfs without a frame."""
+    unseen = len(summary.never_seen)
+    if unseen > max_unseen * ali.num_pdfs:
+        source = ali.path / "final.mdl" if ali.transitions else f"{ali.path} (num_pdfs)"
+        raise TargetsError(
+            f"{unseen} of the {ali.num_pdfs} pdfs of {source} ({100 * unseen / ali.num_pdfs:.1f}%) "
+            f"get no target frame, more than the allowed {100 * max_unseen:g}% "
+            "(--max-unseen-pdfs): the alignments probably come from another model; nothing written")
 
 
 def _collect(ali: AlignmentDir, lengths: dict[str, int], pipeline: FeaturePipeline,
@@ -212,14 +272,23 @@ def _loss_error(summary: TargetsSummary, max_lost: float, feat_data) -> TargetsE
         f"{100 * max_lost:g}% (reasons: {dict(reasons)}); nothing written")
 
 
+UNSEEN_LOG_PRIOR = float(np.sqrt(np.finfo(np.float32).max))   # Kaldi nnet1's PdfPrior
+
+
 def log_priors(counts: np.ndarray, floor: float) -> np.ndarray:
-    """log(count / total), floored at log(floor) so unseen pdfs do not get -inf."""
+    """log(count / total); a pdf whose prior is under `floor` (never or hardly seen in training)
+    gets sqrt(FLT_MAX), as Kaldi nnet1's PdfPrior does, so its log-likelihood (log-posterior -
+    log-prior) is hugely negative and it never wins a frame. Flooring the prior instead makes the
+    untrained output of an unseen pdf, divided by a tiny prior, win frames (on yesno, whose
+    alignments never visit SIL's last state, it took most frames of every utterance)."""
     priors = counts / max(counts.sum(), 1)
-    return np.log(np.maximum(priors, floor)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        out = np.where(priors < floor, UNSEEN_LOG_PRIOR, np.log(priors))
+    return out.astype(np.float32)
 
 
 def _write_targets_dir(out_dir: Path, per_file, counts: np.ndarray, factor: int,
-                       prior_floor: float, summary: TargetsSummary) -> None:
+                       priors: np.ndarray, summary: TargetsSummary) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     # An old pdf.scp would point into arks about to be replaced; without it a crash below leaves
     # a dir that is visibly incomplete rather than silently inconsistent.
@@ -235,7 +304,7 @@ def _write_targets_dir(out_dir: Path, per_file, counts: np.ndarray, factor: int,
     _write_text(out_dir / "num_pdfs", f"{len(counts)}\n")
     _write_text(out_dir / "pdf_counts", " [ " + "".join(f"{c} " for c in counts) + "]\n")
     writer = KaldiWriter(binary=False)
-    writer.write_float_vector(log_priors(counts, prior_floor))
+    writer.write_float_vector(priors)
     _write_text(out_dir / "prior.vec", writer.getvalue().decode())
     _write_text(out_dir / "frame_subsampling_factor", f"{factor}\n")
     write_table(out_dir / "skipped", summary.skipped)
@@ -300,16 +369,23 @@ def load_targets(path: str | os.PathLike) -> Targets:
               help="Floor on the pdf priors before the log.")
 @click.option("--max-lost", type=float, default=DEFAULT_MAX_LOST, show_default=True,
               help="Fail when more than this fraction of the feature utterances get no targets.")
+@click.option("--max-unseen-pdfs", type=float, default=DEFAULT_MAX_UNSEEN_PDFS,
+              show_default=True,
+              help="Fail when more than this fraction of the model's pdfs get no target frame.")
+@click.option("--priors-from", type=click.Path(file_okay=False), default=None,
+              help="Count the priors over this data dir's utterances only (the training set, "
+                   "when FEAT_DATA also holds the dev set) [default: all written targets].")
 @click.argument("ali_dir", type=click.Path(file_okay=False))
 @click.argument("feat_data", type=click.Path(file_okay=False))
 @click.argument("dir", type=click.Path(file_okay=False))
-def make_targets_cli(factor, ali_type, num_pdfs, prior_floor, max_lost, ali_dir, feat_data, dir):
+def make_targets_cli(factor, ali_type, num_pdfs, prior_floor, max_lost, max_unseen_pdfs,
+                     priors_from, ali_dir, feat_data, dir):
     """Write frame-level pdf targets at the network's frame rate from ALI_DIR (Kaldi's or this
     toolkit's ali.JOB.gz + final.mdl) for the utterances of FEAT_DATA, into DIR: pdf.scp,
     pdf.JOB.ark, num_pdfs, pdf_counts, prior.vec, frame_subsampling_factor, skipped, summary."""
     try:
         summary = make_targets(ali_dir, feat_data, dir, factor, ali_type, num_pdfs, prior_floor,
-                               max_lost)
+                               max_lost, max_unseen_pdfs, priors_from)
     except (AlignmentError, TargetsError, TableError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
     for line in summary.lines():

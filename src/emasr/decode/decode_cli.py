@@ -8,6 +8,7 @@ the log, and the job fails only when no utterance at all was decoded (as Kaldi's
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -78,29 +79,48 @@ def decode_job(decoder: UtteranceDecoder, items: Iterable[tuple[str, np.ndarray 
     stats = DecodeStats()
     hyps = {}
     start = time.monotonic()
-    with LatticeArchiveWriter(lattice_path) as lattices:
-        for utt, loglikes in progress(items, total=total, desc="decode", logger=logger):
-            try:
-                if isinstance(loglikes, Exception):
-                    raise DecodeError(utt, "bad-input", str(loglikes))
-                hyp = decoder.decode(utt, loglikes)
-            except DecodeError as err:
-                logger.warning("skipping %s", err)
-                stats.failed[err.kind] += 1
-                continue
-            lattices.write(utt, hyp.lattice)
-            words = [word_symbols.get(w, str(w)) for w in hyp.words] if word_symbols else \
-                [str(w) for w in hyp.words]
-            hyps[utt] = " ".join(words)
-            logger.info("%s %s", utt, hyps[utt])
-            stats.num_done += 1
-            stats.num_frames += hyp.num_frames
-            stats.num_partial += not hyp.reached_final
-            stats.decoder_seconds += hyp.decoder_seconds
-            stats.acoustic_cost += hyp.acoustic_cost
-    write_table(hyp_path, hyps)
+    try:
+        with LatticeArchiveWriter(lattice_path) as lattices:
+            _decode_items(decoder, items, lattices, hyps, word_symbols, total, stats)
+            if stats.num_done == 0:
+                raise _NothingDecoded  # aborts the lattice archive: no empty lat.N.gz
+    except _NothingDecoded:
+        # Nor an empty (or an earlier run's) hyp.N.txt or lat.N.gz, which scoring would read as
+        # this job's result.
+        for path in (lattice_path, hyp_path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+    else:
+        write_table(hyp_path, hyps)
     stats.seconds = time.monotonic() - start
     return stats
+
+
+class _NothingDecoded(Exception):
+    """No utterance of the job was decoded: nothing is written."""
+
+
+def _decode_items(decoder, items, lattices, hyps, word_symbols, total, stats) -> None:
+    """Decode each item into `lattices` and `hyps`; a failed utterance is logged and counted."""
+    for utt, loglikes in progress(items, total=total, desc="decode", logger=logger):
+        try:
+            if isinstance(loglikes, Exception):
+                raise DecodeError(utt, "bad-input", str(loglikes))
+            hyp = decoder.decode(utt, loglikes)
+        except DecodeError as err:
+            logger.warning("skipping %s", err)
+            stats.failed[err.kind] += 1
+            continue
+        lattices.write(utt, hyp.lattice)
+        words = [word_symbols.get(w, str(w)) for w in hyp.words] if word_symbols else \
+            [str(w) for w in hyp.words]
+        hyps[utt] = " ".join(words)
+        logger.info("%s %s", utt, hyps[utt])
+        stats.num_done += 1
+        stats.num_frames += hyp.num_frames
+        stats.num_partial += not hyp.reached_final
+        stats.decoder_seconds += hyp.decoder_seconds
+        stats.acoustic_cost += hyp.acoustic_cost
 
 
 def read_matrices(rspecifier: str) -> Iterator[tuple[str, np.ndarray | Exception]]:
@@ -114,15 +134,20 @@ def read_matrices(rspecifier: str) -> Iterator[tuple[str, np.ndarray | Exception
 
 def load_decoder(model: str, hclg_path: str, config: DecodeConfig, need_gmm: bool = False):
     """(UtteranceDecoder, KaldiModel) from a Kaldi final.mdl and an HCLG.fst."""
-    from emasr.gmm.model_io import read_model
+    from emasr.decode.openfst_binary import FstFormatError
+    from emasr.gmm.model_io import KaldiFormatError, read_model
 
     for path in (model, hclg_path):
         if not os.path.isfile(path):
             raise click.ClickException(f"expected file {path} to exist")
-    kaldi_model = read_model(model)
+    try:
+        kaldi_model = read_model(model)
+        hclg = read_fst(hclg_path)
+    except (FstFormatError, KaldiFormatError) as err:
+        raise click.ClickException(str(err)) from None
     if need_gmm and kaldi_model.am_gmm is None:
         raise click.ClickException(f"{model} holds no AmDiagGmm (a transition model only)")
-    return UtteranceDecoder(read_fst(hclg_path), kaldi_model.transition_model, config), kaldi_model
+    return UtteranceDecoder(hclg, kaldi_model.transition_model, config), kaldi_model
 
 
 def decode_options(func):

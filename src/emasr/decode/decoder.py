@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from emasr.decode.lattice_faster import LatticeFasterDecoder
-from emasr.stack import kaldi_decoder, kaldifst
+from emasr.fst_stack import kaldi_decoder, kaldifst
 
 DECODERS = ("lattice-faster", "lattice-simple")
 # Frames between the decoders' passes that prune the lattice built so far (Kaldi's

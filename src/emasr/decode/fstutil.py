@@ -11,7 +11,7 @@ from typing import Iterable
 
 from emasr.decode.openfst_binary import FstFormatError, const_as_vector_bytes, peek_fst_type
 from emasr.io.atomic import atomic_path
-from emasr.stack import kaldifst
+from emasr.fst_stack import kaldifst
 
 
 def write_fst(fst, path: str | os.PathLike) -> None:
@@ -48,7 +48,8 @@ def read_fst(path: str | os.PathLike) -> kaldifst.StdVectorFst:
         raise FstFormatError(f"{path}: FST type '{fst_type}' is not supported (expected a "
                              "vector or const FST)")
     if fst is None:
-        raise FstFormatError(f"{path}: OpenFst could not read this FST (see the error above)")
+        raise FstFormatError(f"{path}: OpenFst could not read this FST: damaged or truncated "
+                             "(rebuild it; OpenFst's own message is above)")
     return fst
 
 

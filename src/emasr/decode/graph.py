@@ -13,6 +13,7 @@ graph dir when the lang dir is read-only) under a hash of their inputs and reuse
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -23,10 +24,11 @@ from dataclasses import dataclass
 
 import click
 
+from emasr.compat import TREE_DIGEST_FILE, CompatError, check_tree_matches_model, record_tree
 from emasr.decode.fstutil import fst_size, map_input_labels_to_epsilon, read_fst, write_fst
 from emasr.io.atomic import atomic_write
 from emasr.io.table import read_lines
-from emasr.stack import kaldi_hmm_gmm, kaldifst
+from emasr.fst_stack import kaldi_hmm_gmm, kaldifst
 
 logger = logging.getLogger(__name__)
 
@@ -230,6 +232,24 @@ def check_phones_compatible(lang_dir: str, model_dir: str) -> None:
                              "model was trained with another lang dir")
 
 
+def check_lang_phones_in_model(lang_dir: str, model_path: str) -> None:
+    """Every phone of the lang dir has an HMM in the model (else Kaldi's H builder aborts with
+    'phone N not covered'); the model's phones.txt may be missing, the topology never is."""
+    from emasr.gmm.transitions import load_transition_table
+
+    phones_txt = os.path.join(lang_dir, "phones.txt")
+    covered = set(load_transition_table(model_path).topology.phones)
+    for number, line in enumerate(read_lines(phones_txt), 1):
+        fields = line.split()
+        if len(fields) != 2 or not fields[1].isdigit():
+            raise GraphError(f"{phones_txt}:{number}: expected 'phone integer-id', got '{line}'")
+        name, phone = fields[0], int(fields[1])
+        if phone != 0 and not name.startswith("#") and phone not in covered:
+            raise GraphError(f"{phones_txt}:{number}: phone {phone} ({name}) has no HMM in "
+                             f"{model_path} (its topology covers {len(covered)} phones): the lang "
+                             "dir is from another phone set than the model")
+
+
 def check_lang_dir(lang_dir: str) -> None:
     for name in ("L_disambig.fst", "G.fst", "words.txt", "phones.txt", "phones/disambig.int"):
         if not os.path.isfile(os.path.join(lang_dir, name)):
@@ -279,10 +299,18 @@ def mkgraph_cli(self_loop_scale, transition_scale, lang_dir, model_dir, graph_di
     for name in ("final.mdl", "tree"):
         if not os.path.isfile(os.path.join(model_dir, name)):
             raise click.ClickException(f"expected file {os.path.join(model_dir, name)} to exist")
+    model, tree = os.path.join(model_dir, "final.mdl"), os.path.join(model_dir, "tree")
     try:
         check_phones_compatible(lang_dir, model_dir)
-        trans_model = read_model(os.path.join(model_dir, "final.mdl")).transition_model
-        ctx_dep = read_tree(os.path.join(model_dir, "tree"))
+        check_tree_matches_model(tree, model)
+        check_lang_dir(lang_dir)
+        check_lang_phones_in_model(lang_dir, model)
+        trans_model = read_model(model).transition_model
+        ctx_dep = read_tree(tree)
+        # A stale tree record beside a new HCLG.fst would let a decoder accept the wrong model.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(graph_dir, TREE_DIGEST_FILE))
         make_graph(lang_dir, graph_dir, trans_model, ctx_dep, self_loop_scale, transition_scale)
-    except GraphError as err:
+        record_tree(graph_dir, tree)
+    except (GraphError, CompatError) as err:
         raise click.ClickException(str(err)) from None

@@ -27,7 +27,7 @@ import os
 
 import numpy as np
 
-from emasr.stack import kaldi_hmm_gmm, kaldifst
+from emasr.fst_stack import kaldi_hmm_gmm, kaldifst
 
 _LIBRARY = os.path.join(os.path.dirname(kaldi_hmm_gmm.__file__), "lib", "libkaldi-hmm-gmm-core.so")
 # LatticeFasterDecoderTpl<fst::VectorFst<fst::StdArc>, decoder::StdToken>, Itanium-mangled.

@@ -23,7 +23,7 @@ import numpy as np
 
 from emasr.decode.fstutil import scratch_dir
 from emasr.decode.openfst_binary import HAS_ISYMBOLS, HAS_OSYMBOLS, FstFormatError, read_header
-from emasr.stack import kaldifst
+from emasr.fst_stack import kaldifst
 
 BINARY_MARK = b"\0B"    # Kaldi's binary-mode marker after the key
 ARC_DTYPE = np.dtype([("ilabel", "<i4"), ("olabel", "<i4"), ("graph", "<f4"),

@@ -32,6 +32,7 @@ class ArkScpWriter:
         self.scp_path = scp_path
         self.compression = KALDI_AUTOMATIC_COMPRESSION if compress else None
         self.entries: list[tuple[str, int]] = []
+        self.abandoned = False
         os.makedirs(os.path.dirname(self.ark_path), exist_ok=True)
         fd, self.tmp_path = tempfile.mkstemp(prefix=os.path.basename(ark_path) + ".tmp.",
                                              dir=os.path.dirname(self.ark_path))
@@ -40,12 +41,21 @@ class ArkScpWriter:
     def write(self, key: str, matrix: np.ndarray) -> None:
         if not key or " " in key:
             raise ValueError(f"bad ark key '{key}': keys must be non-empty without spaces")
-        self.file.write(key.encode("utf-8") + b" ")
-        self.entries.append((key, self.file.tell()))
-        if self.compression and matrix.ndim == 2 and len(matrix) >= MIN_ROWS_FOR_SPEECH_FEATURE:
-            self.file.write(b"\0B" + compress_speech_feature(matrix))  # same bytes as kaldiio
-        else:
-            kaldiio.matio.write_array(self.file, matrix, compression_method=self.compression)
+        try:
+            self.file.write(key.encode("utf-8") + b" ")
+            self.entries.append((key, self.file.tell()))
+            if (self.compression and matrix.ndim == 2
+                    and len(matrix) >= MIN_ROWS_FOR_SPEECH_FEATURE):
+                self.file.write(b"\0B" + compress_speech_feature(matrix))  # kaldiio's bytes
+            else:
+                kaldiio.matio.write_array(self.file, matrix, compression_method=self.compression)
+        except OSError as err:  # a full disk: Python's message names no file
+            raise _naming(err, self.ark_path) from None
+
+    def abandon(self) -> None:
+        """Write neither ark nor scp on leaving the `with` (a job with nothing to write: an
+        empty ark would look like a complete one)."""
+        self.abandoned = True
 
     def discard(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -60,12 +70,12 @@ class ArkScpWriter:
         # leaves a partial ark under the final name.
         try:
             self.file.close()   # writes the last buffered bytes: fails too when the disk is full
-        except BaseException:
+        except BaseException as err:
             self.discard()
             if kind is None:
-                raise
+                raise _naming(err, self.ark_path) if isinstance(err, OSError) else err from None
             return   # the error raised in the `with` body goes on
-        if kind is not None:
+        if kind is not None or self.abandoned:
             self.discard()
             return
         os.chmod(self.tmp_path, 0o644)
@@ -73,3 +83,8 @@ class ArkScpWriter:
         with atomic_write(self.scp_path) as scp:
             for key, offset in self.entries:
                 scp.write(f"{key} {self.ark_path}:{offset}\n")
+
+
+def _naming(err: OSError, path: str) -> OSError:
+    """The same error with the file in its message: 'could not write X: No space left ...'."""
+    return type(err)(err.errno, f"could not write {path}: {err.strerror or err}")

@@ -1,4 +1,5 @@
-"""Feature extraction jobs and their merge: the Python side of steps/make_{fbank,mfcc_pitch}.sh.
+"""Feature extraction jobs and their merge: the Python side of steps/make_{fbank,mfcc,mfcc_pitch,
+fbank_pitch}.sh.
 
 One job reads its part of a data dir (`wav.scp` [+ `segments`]), computes features utterance by
 utterance and writes `raw_<type>_<set>.JOB.ark/.scp` plus `utt2num_frames.JOB` and `utt2dur.JOB`.
@@ -18,7 +19,9 @@ import click
 
 from emasr.feats.ark import ArkScpWriter
 from emasr.feats.fbank import FbankExtractor
+from emasr.feats.fbank_pitch import FbankPitchExtractor
 from emasr.feats.kaldi_options import ConfigError, read_kaldi_config
+from emasr.feats.mfcc import MfccExtractor
 from emasr.feats.mfcc_pitch import MfccPitchExtractor
 from emasr.feats.wav import WavError, iter_utterance_audio
 from emasr.io.atomic import atomic_write
@@ -57,6 +60,8 @@ def extract_job(extractor, wav_scp: str, ark: str, scp: str, segments: str | Non
             writer.write(utt, feats)
             num_frames[utt] = str(len(feats))
             durations[utt] = f"{audio.duration:.4f}".rstrip("0").rstrip(".")
+        if failed and not num_frames:
+            writer.abandon()  # no 0-byte ark and empty scp that look like a finished job
     if utt2num_frames:
         write_table(utt2num_frames, num_frames)
     if utt2dur:
@@ -121,8 +126,12 @@ def _job_options(func):
 
 def _run_job(extractor, wav_scp, ark, scp, segments, compress, utt2num_frames, utt2dur,
              log_every) -> None:
-    done, failed = extract_job(extractor, wav_scp, ark, scp, segments, compress, utt2num_frames,
-                               utt2dur, log_every)
+    try:
+        done, failed = extract_job(extractor, wav_scp, ark, scp, segments, compress,
+                                   utt2num_frames, utt2dur, log_every)
+    except OSError as err:  # a full disk or a read-only dir: one line naming the file
+        where = f"{err.filename}: " if err.filename else ""
+        raise click.ClickException(f"{where}{err.strerror or err}") from None
     if done == 0 and failed > 0:
         log.error("no utterance succeeded (%d failed)", failed)
         sys.exit(1)
@@ -167,6 +176,37 @@ def compute_mfcc_pitch_cli(mfcc_config, pitch_config, wav_scp, ark, scp, segment
     steps/make_mfcc_pitch.sh, one job per split.
     """
     _run_job(_make(MfccPitchExtractor, mfcc_config, pitch_config), wav_scp, ark, scp, segments,
+             compress, utt2num_frames, utt2dur, log_every)
+
+
+@click.command("compute-mfcc-feats")
+@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="Kaldi-syntax MFCC config, e.g. conf/mfcc.conf (--use-energy=false ...).")
+@_job_options
+def compute_mfcc_cli(config, wav_scp, ark, scp, segments, compress, utt2num_frames, utt2dur,
+                     log_every):
+    """Compute plain MFCC features (as Kaldi's compute-mfcc-feats) for WAV_SCP into ARK/SCP.
+
+    13 cepstra by default (--num-ceps). Usually called by steps/make_mfcc.sh, one job per split.
+    """
+    _run_job(_make(MfccExtractor, config), wav_scp, ark, scp, segments, compress,
+             utt2num_frames, utt2dur, log_every)
+
+
+@click.command("compute-fbank-pitch-feats")
+@click.option("--fbank-config", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="Kaldi-syntax fbank config, e.g. conf/fbank.conf.")
+@click.option("--pitch-config", type=click.Path(exists=True, dir_okay=False), required=True,
+              help="Kaldi-syntax pitch config, e.g. conf/pitch.conf.")
+@_job_options
+def compute_fbank_pitch_cli(fbank_config, pitch_config, wav_scp, ark, scp, segments, compress,
+                            utt2num_frames, utt2dur, log_every):
+    """Compute fbank + Kaldi pitch features (80 + 3 dims with conf/) for WAV_SCP into ARK/SCP.
+
+    As Kaldi's make_fbank_pitch.sh: both with the same frame geometry, pasted (lengths may differ
+    by up to 2 frames; the longer is cut). Usually called by steps/make_fbank_pitch.sh.
+    """
+    _run_job(_make(FbankPitchExtractor, fbank_config, pitch_config), wav_scp, ark, scp, segments,
              compress, utt2num_frames, utt2dur, log_every)
 
 

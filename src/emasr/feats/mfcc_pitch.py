@@ -12,7 +12,8 @@ import numpy as np
 
 from emasr.feats.framing import (FrameGeometry, check_audio_fits, dithered, extract_all_frames,
                                   samples_for_knf, take_dither)
-from emasr.feats.kaldi_options import ConfigError, mfcc_options, pitch_options, read_kaldi_config
+from emasr.feats.kaldi_options import (ConfigError, PitchOptions, mfcc_options, pitch_options,
+                                       read_kaldi_config)
 from emasr.feats.wav import Audio, WavError
 
 PASTE_LENGTH_TOLERANCE = 2
@@ -29,6 +30,22 @@ def paste_feats(parts: list[np.ndarray], source: str,
     return np.concatenate([p[:shortest] for p in parts], axis=1)
 
 
+def check_pitch_geometry(pitch_opts: PitchOptions, pitch_config: str, geometry: FrameGeometry,
+                         base_config: str) -> None:
+    """Pitch and the features it is pasted to must have the same frames."""
+    pitch_geometry = FrameGeometry.of(pitch_opts.extract)
+    if pitch_geometry != geometry:
+        raise ConfigError(f"{pitch_config} and {base_config} disagree on frame geometry "
+                          f"({pitch_geometry} vs {geometry}); both feature types of "
+                          "an utterance must have the same frames")
+
+
+def compute_pitch(pitch_opts: PitchOptions, audio: Audio) -> np.ndarray:
+    """compute-and-process-kaldi-pitch-feats on undithered audio (Kaldi's pitch has no dither)."""
+    return knf.compute_and_process_kaldi_pitch(pitch_opts.extract, pitch_opts.process,
+                                               samples_for_knf(audio.samples))
+
+
 class MfccPitchExtractor:
     """MFCC from one config and pitch from another, with the same frame geometry, pasted."""
 
@@ -40,11 +57,7 @@ class MfccPitchExtractor:
         self.pitch_opts = pitch_options(read_kaldi_config(pitch_config), source=pitch_config)
         self.geometry = FrameGeometry.of(self.mfcc_opts.frame_opts)
         self.dither = take_dither(self.mfcc_opts.frame_opts)
-        pitch_geometry = FrameGeometry.of(self.pitch_opts.extract)
-        if pitch_geometry != self.geometry:
-            raise ConfigError(f"{pitch_config} and {mfcc_config} disagree on frame geometry "
-                              f"({pitch_geometry} vs {self.geometry}); both feature types of "
-                              "an utterance must have the same frames")
+        check_pitch_geometry(self.pitch_opts, pitch_config, self.geometry, mfcc_config)
 
     @property
     def dim(self) -> int:
@@ -54,7 +67,4 @@ class MfccPitchExtractor:
         check_audio_fits(audio, self.geometry, source)
         mfcc = extract_all_frames(knf.OnlineMfcc(self.mfcc_opts), audio.rate,
                                   dithered(audio.samples, self.dither, source))
-        pitch = knf.compute_and_process_kaldi_pitch(self.pitch_opts.extract,
-                                                    self.pitch_opts.process,
-                                                    samples_for_knf(audio.samples))
-        return paste_feats([mfcc, pitch], source)
+        return paste_feats([mfcc, compute_pitch(self.pitch_opts, audio)], source)

@@ -27,7 +27,7 @@ from emasr.gmm.inputs import FeatureOptions, SkipCounter, check_dim, iter_featur
 from emasr.gmm.model_io import KaldiModel, read_model, read_tree
 from emasr.gmm.training_graphs import GraphCompiler, LangDir, TranscriptError
 from emasr.io.atomic import atomic_write
-from emasr.stack import kaldi_hmm_gmm, kaldifst
+from emasr.fst_stack import kaldi_hmm_gmm, kaldifst
 
 log = logging.getLogger(__name__)
 

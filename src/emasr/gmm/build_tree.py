@@ -30,7 +30,7 @@ from emasr.gmm.model_io import tree_from_text, write_tree
 from emasr.gmm.training_graphs import read_int_sets, read_roots
 from emasr.gmm.tree_stats import CENTRAL_POSITION, CONTEXT_WIDTH, EVENT_KEYS, PDF_CLASS_KEY, \
     TreeStats, load_summed
-from emasr.stack import kaldi_hmm_gmm
+from emasr.fst_stack import kaldi_hmm_gmm
 
 log = logging.getLogger(__name__)
 COLUMN = {key: i for i, key in enumerate(EVENT_KEYS)}

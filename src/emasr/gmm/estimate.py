@@ -19,9 +19,9 @@ import numpy as np
 
 from emasr.gmm.accumulate import GmmStats, sum_stats
 from emasr.gmm.kaldi_io import KaldiWriter
-from emasr.gmm.model_io import KaldiModel, read_model, write_model
+from emasr.gmm.model_io import KaldiModel, am_gmm_arrays, read_model, write_model
 from emasr.io.atomic import atomic_write
-from emasr.stack import kaldi_hmm_gmm
+from emasr.fst_stack import kaldi_hmm_gmm
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +129,13 @@ def update_model(model: KaldiModel, stats: GmmStats, options: MleOptions = MleOp
     removed = floored = 0
     for pdf in range(model.am_gmm.num_pdfs):
         rows = stats.gaussian_rows(pdf)
-        r, f = update_gmm(model.am_gmm.get_pdf(pdf), stats.occupancy[rows], stats.x[rows],
-                          stats.x2[rows], options)
+        try:
+            r, f = update_gmm(model.am_gmm.get_pdf(pdf), stats.occupancy[rows], stats.x[rows],
+                              stats.x2[rows], options)
+        except RuntimeError as err:  # Kaldi's gconst check on NaN/inf parameters
+            raise ValueError(f"pdf {pdf}: the updated GMM is not finite (NaN/inf in the "
+                             f"statistics?): {str(err).splitlines()[-1]}; not writing the "
+                             "model") from None
         removed, floored = removed + r, floored + f
     if removed or floored:
         log.warning("GMM update: removed %d Gaussians with too little data; floored %d "
@@ -141,6 +146,15 @@ def update_model(model: KaldiModel, stats: GmmStats, options: MleOptions = MleOp
         mix_up_model(model, stats.pdf_occupancy(), mix_up, power, perturb_factor, min_count,
                      seed)
         log.info("mixed up to %d Gaussians", model.am_gmm.num_gauss)
+
+
+def check_finite_model(model: KaldiModel, what: str) -> None:
+    """Raise instead of writing a model with NaN/inf parameters, which decodes nothing."""
+    for pdf, gmm in enumerate(am_gmm_arrays(model.am_gmm)):
+        for name in ("weights", "means_invvars", "inv_vars"):
+            if not np.all(np.isfinite(getattr(gmm, name))):
+                raise ValueError(f"{what} has non-finite {name} in pdf {pdf} (NaN/inf in the "
+                                 "statistics): not writing it")
 
 
 def write_occupancies(path: str, occs: np.ndarray) -> None:
@@ -179,6 +193,7 @@ def gmm_est_cli(min_gaussian_occupancy, mix_up, power, perturb_factor, min_count
         occs = total.pdf_occupancy()
         update_model(model, total, MleOptions(min_gaussian_occupancy), mix_up, power,
                      perturb_factor, min_count, seed)
+        check_finite_model(model, f"the model re-estimated from {', '.join(stats)}")
     except ValueError as err:
         raise click.ClickException(str(err)) from None
     write_model(model_out, model, binary)

@@ -46,15 +46,30 @@ def iter_features(data_dir: str, options: FeatureOptions, utts=None
     (utt, None, reason) for an utterance whose features cannot be normalised (wrong dimension)."""
     cmvn = "speaker" if options.norm_means else "none"
     for utt, feats, stats in iter_feats_with_stats(data_dir, cmvn, utts):
-        if stats is not None:
+        problem = non_finite_problem(feats, "features")
+        if stats is not None and problem is None:
             try:
                 feats = apply_cmvn(feats, stats, options.norm_vars)
             except CmvnError as err:
-                yield utt, None, str(err)
-                continue
+                problem = str(err)
+            else:  # NaN stats (cmvn.scp) would spread to every frame of the speaker
+                problem = non_finite_problem(feats, "features after CMVN (check cmvn.scp)")
+        if problem:
+            yield utt, None, problem
+            continue
         if options.delta_order > 0:
             feats = add_deltas(feats, options.delta_order)
         yield utt, np.ascontiguousarray(feats, dtype=np.float32), None
+
+
+def non_finite_problem(feats: np.ndarray, what: str) -> str | None:
+    """'features have nan at frame 5' for the first NaN/inf value, or None: one such value makes
+    the accumulated stats, and so the re-estimated model, NaN."""
+    bad = ~np.isfinite(feats)
+    if not bad.any():
+        return None
+    frame, dim = (int(i[0]) for i in np.nonzero(bad))
+    return f"{what} have {feats[frame, dim]} at frame {frame} (dimension {dim})"
 
 
 def read_text(data_dir: str) -> dict[str, str]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-import kaldi_hmm_gmm  # first of the FST stack, as emasr.stack requires; it loads nothing else
+import kaldi_hmm_gmm  # first of the FST stack, as emasr.fst_stack requires; it loads nothing else
 
 from emasr.gmm.kaldi_io import KaldiFormatError, KaldiReader, KaldiWriter
 from emasr.gmm.transitions import (HmmState, Topology, TransitionTable, TransitionTuple,

@@ -15,7 +15,7 @@ import numpy as np
 from emasr.gmm.inputs import FeatureOptions, iter_features
 from emasr.gmm.model_io import KaldiModel, write_model, write_tree
 from emasr.gmm.training_graphs import read_int_sets
-from emasr.stack import kaldi_hmm_gmm
+from emasr.fst_stack import kaldi_hmm_gmm
 
 log = logging.getLogger(__name__)
 VARIANCE_FLOOR = 1e-3  # guards a constant feature dimension in a tiny subset
@@ -36,6 +36,8 @@ def global_mean_var(data_dir: str, options: FeatureOptions, num_utts: int
     """Mean and variance of the features of the first ``num_utts`` usable utterances."""
     total, total_sq, frames, used = None, None, 0, 0
     for utt, feats, problem in iter_features(data_dir, options):
+        if problem:
+            log.warning("skipping utterance %s: %s", utt, problem)
         if problem or feats is None or len(feats) == 0:
             continue
         x = feats.astype(np.float64)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from emasr.io.table import read_lines
-from emasr.stack import kaldi_hmm_gmm, kaldifst
+from emasr.fst_stack import kaldi_hmm_gmm, kaldifst
 
 
 class TranscriptError(ValueError):

@@ -24,7 +24,7 @@ from emasr.gmm.mono import single_gaussian
 from emasr.gmm.model_io import KaldiModel, read_model, read_tree, transition_table, write_model
 from emasr.gmm.transitions import TransitionTable
 from emasr.gmm.tree_stats import TreeStats, load_summed
-from emasr.stack import kaldi_hmm_gmm
+from emasr.fst_stack import kaldi_hmm_gmm
 
 log = logging.getLogger(__name__)
 VAR_FLOOR = 0.01  # Kaldi's gmm-init-model --var-floor

@@ -15,7 +15,7 @@ from typing import Iterable, Sequence
 from emasr.io.datadir import (KNOWN_TABLES, PLAIN_FILES, DataDir, DataDirError, backup_files,
                               load_data_dir, read_id_list, read_pairs, speaker_order_violation,
                               write_data_dir)
-from emasr.io.table import c_sort_key
+from emasr.io.table import c_sort_key, read_lines
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,16 @@ def filter_utterances(data: DataDir, where: Path) -> None:
             keep_keys(data, name, utts)
 
 
+def check_utt2spk_fields(path: Path) -> None:
+    """'utterance speaker' on every line: a third field would become part of the speaker id and
+    a corrupt spk2utt (validate_data_dir.sh refuses it the same way)."""
+    for number, line in enumerate(read_lines(path / "utt2spk"), 1):
+        fields = line.split()
+        if fields and len(fields) != 2:
+            raise DataDirError(f"{path}/utt2spk:{number}: '{line}' has {len(fields)} fields; "
+                               "expected 'utterance speaker'")
+
+
 def fix_data(data: DataDir, where: Path) -> DataDir:
     """Kaldi's fix_data_dir.sh order: recordings, speakers, utterances, speakers, recordings."""
     filter_recordings(data, where)
@@ -133,6 +143,7 @@ def fix_data_dir(path: str | os.PathLike, utt_extra_files: Sequence[str] = (),
         raise DataDirError(f"{path}: no such directory")
     if not (path / "utt2spk").is_file():
         raise DataDirError(f"{path}/utt2spk: no such file; expected every data dir to have utt2spk")
+    check_utt2spk_fields(path)
     names = KNOWN_TABLES + ("spk2utt",) + tuple(utt_extra_files) + tuple(spk_extra_files)
     data = load_for_fixing(path, [n for n in names if n != "spk2utt"])
     data.extra_index = {**{n: "utt" for n in utt_extra_files}, **{n: "spk" for n in spk_extra_files}}

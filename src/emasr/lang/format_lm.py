@@ -5,7 +5,8 @@ as the symbol table, so <s> and </s> become epsilons. Two things happen before k
 n-grams with a word that is not in words.txt are dropped (their count and the first words are
 logged: a word missing from the lexicon cannot be recognised), and the file is rewritten with
 correct header counts (kaldilm aborts the whole process on a wrong count). arpa2fst then runs in a
-child process, which also keeps kaldilm out of this process's import order (DESIGN.md pitfalls).
+child process, which also keeps kaldilm out of this process's import order (docs/design.md,
+"Known pitfalls").
 """
 from __future__ import annotations
 
@@ -25,14 +26,14 @@ from emasr.lang.dictdir import DictError, read_lexicon
 from emasr.lang.prepare_lang import write_fst
 from emasr.lang.symbols import read_symbols
 from emasr.lang.validate import LangError, validate_lang
-from emasr.stack import kaldifst
+from emasr.fst_stack import kaldifst
 
 logger = logging.getLogger(__name__)
 
 
 def run_arpa2fst(arpa: Path, words: Path, out_text: Path) -> None:
     """kaldilm.arpa2fst in a child process; writes the FST in text form (integer labels)."""
-    code = ("import sys; from emasr.stack import import_kaldilm; "
+    code = ("import sys; from emasr.fst_stack import import_kaldilm; "
             "text = import_kaldilm().arpa2fst(sys.argv[1], disambig_symbol='#0', "
             "read_symbol_table=sys.argv[2], max_arpa_warnings=10); "
             "open(sys.argv[3], 'w').write(text)")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from emasr.lang.dictdir import LexiconEntry
-from emasr.stack import kaldifst
+from emasr.fst_stack import kaldifst
 
 EPS = "<eps>"
 

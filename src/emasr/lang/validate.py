@@ -15,7 +15,7 @@ import click
 
 from emasr.io.table import TableError, read_lines
 from emasr.lang.symbols import read_symbols
-from emasr.stack import kaldi_hmm_gmm, kaldifst
+from emasr.fst_stack import kaldi_hmm_gmm, kaldifst
 
 
 class LangError(ValueError):

@@ -43,9 +43,11 @@ DEFAULTS: dict[str, Any] = {
         "momentum": 0.9,
         "weight_decay": 0.0,
         "max_grad_norm": 0.0,             # clip each minibatch's gradient norm to this (0: off)
-        "schedule": "newbob",             # newbob | exponential | constant
-        "newbob_threshold": 0.001,        # halve the LR when dev frame accuracy gains less
-        "lr_decay": 0.5,                  # the factor newbob halves by / exponential decays by
+        "schedule": "exponential",        # exponential | newbob | constant (emasr.nnet.schedule)
+        "final_lr": None,                 # exponential: the rate at the run's end (null: lr / 10)
+        "newbob_start_halving": 0.01,     # newbob: halve once the relative dev-loss gain is under
+        "newbob_end_halving": 0.001,      # newbob: then stop once it is under this
+        "lr_decay": 0.5,                  # newbob: the halving factor
         "min_lr": 1.0e-5,
         "checkpoint_every_blocks": 0,     # 0: checkpoints only at epoch ends
         "init_seed": 1,
@@ -58,6 +60,14 @@ DEFAULTS: dict[str, Any] = {
         "nesterov": True,
         "ema_decay": None,                # alpha per sync; null: off (unless a half life is set)
         "ema_half_life_frames": None,     # half life in training frames (all workers together)
+        "lr_times_workers": False,        # each worker's LR is N x train.lr (Kaldi's MA rule)
+        "warmup_blocks": 0,               # BMUF: the first K syncs with block momentum 0
+    },
+    # The EMA's controls (emasr.nnet.averages), each written as its own model file.
+    "average": {
+        "cumulative_start": None,         # avg.pt: uniform average of W_g from this fraction of
+                                          # the run's planned frames (0.0: from the first sync)
+        "last_k": 0,                      # lastk.pt: mean of the last k epochs' W_g (0: off)
     },
     "dist": {
         "device": "auto",                 # auto (a GPU when torch sees one) | cpu | cuda
@@ -135,10 +145,40 @@ def resolve(path: str | None = None, overrides: Iterable[str] = ()) -> dict:
     return config
 
 
+# Keys whose default is null but whose value, when set, is a number.
+NUMBERS_OR_NULL = {"train.final_lr", "sync.block_momentum", "sync.ema_decay",
+                   "sync.ema_half_life_frames", "average.cumulative_start", "features.dim"}
+
+
+def check_types(config: dict) -> None:
+    """A value whose default is a number (or a flag) must be one: `train.lr=fast` is named here,
+    not as a bare float() error somewhere in training."""
+    defaults = flatten({**DEFAULTS, "model": MODEL_DEFAULTS[config["model"]["type"]]})
+    for key, value in flatten(config).items():
+        default = 0.0 if key in NUMBERS_OR_NULL else defaults.get(key)
+        if value is None or default is None:
+            continue
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, (int, float)):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        else:
+            continue
+        if not ok:
+            kind = "true or false" if isinstance(default, bool) else "a number"
+            raise ConfigError(f"'{key}' must be {kind} (default {default!r}), got {value!r}")
+
+
 def validate(config: dict) -> None:
-    sync, train = config["sync"], config["train"]
-    if sync["strategy"] not in ("single", "ma", "bmuf"):
-        raise ConfigError(f"sync.strategy '{sync['strategy']}': expected single, ma or bmuf")
+    from emasr.nnet.schedule import SCHEDULES
+    from emasr.nnet.sync import STRATEGIES
+
+    check_types(config)
+
+    sync, train, average = config["sync"], config["train"], config["average"]
+    if sync["strategy"] not in STRATEGIES:
+        raise ConfigError(f"sync.strategy '{sync['strategy']}': expected one of "
+                          f"{', '.join(STRATEGIES)}")
     if int(sync["block_size"]) < 1:
         raise ConfigError(f"sync.block_size must be >= 1, got {sync['block_size']}")
     if sync["ema_decay"] is not None and sync["ema_half_life_frames"] is not None:
@@ -148,9 +188,20 @@ def validate(config: dict) -> None:
     if float(train["max_grad_norm"]) < 0:
         raise ConfigError(f"train.max_grad_norm must be >= 0 (0: no clipping), got "
                           f"{train['max_grad_norm']}")
-    if train["schedule"] not in ("newbob", "exponential", "constant"):
-        raise ConfigError(f"train.schedule '{train['schedule']}': expected newbob, exponential "
-                          "or constant")
+    if train["schedule"] not in SCHEDULES:
+        raise ConfigError(f"train.schedule '{train['schedule']}': expected one of "
+                          f"{', '.join(SCHEDULES)}")
+    if train["final_lr"] is not None and not 0 < float(train["final_lr"]) <= float(train["lr"]):
+        raise ConfigError(f"train.final_lr must be in (0, train.lr = {train['lr']}], got "
+                          f"{train['final_lr']}")
+    if int(sync["warmup_blocks"]) < 0:
+        raise ConfigError(f"sync.warmup_blocks must be >= 0, got {sync['warmup_blocks']}")
+    start = average["cumulative_start"]
+    if start is not None and not 0.0 <= float(start) < 1.0:
+        raise ConfigError(f"average.cumulative_start must be in [0, 1) (a fraction of the run) "
+                          f"or null (off), got {start}")
+    if int(average["last_k"]) < 0:
+        raise ConfigError(f"average.last_k must be >= 0 (0: off), got {average['last_k']}")
     for key, choices in (("device", ("auto", "cpu", "cuda")),
                          ("backend", ("auto", "nccl", "gloo"))):
         if config["dist"][key] not in choices:

@@ -1,6 +1,7 @@
 """Network log-likelihoods for decoding: log-posterior minus log-prior, per utterance.
 
-`emasr nnet-forward` loads <exp>/final.pt or ema.pt (which carry the model, the feature pipeline
+`emasr nnet-forward` loads <exp>/final.pt or an averaged model (ema.pt, avg.pt, lastk.pt: the
+models of emasr.nnet.averages; each carries the model, the feature pipeline
 and the priors, so decoding needs nothing else), runs the same feature pipeline as training and
 writes a Kaldi ark of [T, num_pdfs] float32 matrices that `emasr decode-loglikes` decodes.
 """
@@ -14,6 +15,7 @@ import numpy as np
 import torch
 
 from emasr.nnet import checkpoint
+from emasr.nnet.averages import AVERAGED_MODELS
 from emasr.nnet.data import DataError, make_chunks
 from emasr.nnet.models import build_model
 
@@ -22,8 +24,9 @@ logger = logging.getLogger(__name__)
 
 def load_model_file(path: str) -> tuple[torch.nn.Module, dict]:
     if not os.path.isfile(path):
-        raise click.ClickException(f"expected file {path} to exist (train the model first; "
-                                   "ema.pt exists only when training used an EMA)")
+        raise click.ClickException(f"expected file {path} to exist (train the model first; an "
+                                   "averaged model such as ema.pt exists only when the training "
+                                   "config kept it)")
     info = checkpoint.load(path)
     model = build_model(info["model_config"], info["input_dim"], info["num_pdfs"])
     model.load_state_dict(info["state_dict"])
@@ -97,8 +100,10 @@ def log_likelihoods(model_path: str, data_dir: str, apply_priors: bool = True,
 
 
 @click.command("nnet-forward")
-@click.option("--model", "which", type=click.Choice(["final", "ema"]), default="final",
-              show_default=True, help="final.pt (global model W_g) or ema.pt (EMA model).")
+@click.option("--model", "which", type=click.Choice(["final", *AVERAGED_MODELS]), default="final",
+              show_default=True, help="final.pt (the global model W_g) or an averaged model: "
+                                      "ema.pt (the EMA), avg.pt (cumulative average), lastk.pt "
+                                      "(average of the last k epochs).")
 @click.option("--no-priors", is_flag=True, help="Write log-posteriors instead of log-likelihoods.")
 @click.option("--prior-scale", type=float, default=1.0, show_default=True,
               help="Scale of the log-priors subtracted from the log-posteriors.")

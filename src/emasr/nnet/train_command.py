@@ -9,6 +9,7 @@ import click
 import torch
 
 from emasr.nnet import config as configs
+from emasr.nnet.sync import STRATEGIES
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def shortcut_overrides(strategy, block_size, ema_decay, ema_half_life_frames, ep
               help="YAML config (e.g. conf/nnet/dnn.yaml); defaults fill what it leaves out.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override one config value, e.g. --set train.lr=0.2 (repeatable).")
-@click.option("--strategy", type=click.Choice(["single", "ma", "bmuf"]), default=None,
+@click.option("--strategy", type=click.Choice(STRATEGIES), default=None,
               help="Sync rule (sync.strategy).")
 @click.option("--block-size", type=int, default=None, help="tau: minibatches per sync.")
 @click.option("--ema-decay", type=float, default=None, help="EMA decay alpha per sync.")

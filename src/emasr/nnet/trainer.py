@@ -3,8 +3,11 @@
 Every worker trains its local model on its own shard for a block of tau minibatches; then one
 all-reduce gives the mean of the local models (plus a few numbers piggybacked on the same vector:
 whether every worker has another full block, and the block's loss and accuracy sums); the sync rule
-turns it into the global model W_g and the point the workers restart from; the EMA follows W_g.
-An epoch ends after the last block that every worker can fill.
+turns it into the global model W_g and the point the workers restart from; the averaged models
+(the EMA and its controls, emasr.nnet.averages) follow W_g. An epoch ends after the last block that
+every worker can fill. The learning rate follows train.schedule (emasr.nnet.schedule), set before
+every block from the frames all workers have processed; a newbob epoch that does not lower the dev
+loss is rejected and training resumes from the state the epoch started from.
 """
 from __future__ import annotations
 
@@ -27,8 +30,9 @@ from emasr.nnet.data import (IGNORE, DataError, Source, TrainingData, eval_batch
                              utterances_with_targets, validate_targets)
 from emasr.nnet.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
+from emasr.nnet.averages import build_averagers
 from emasr.nnet.schedule import LearningRateSchedule
-from emasr.nnet.sync import ExponentialMovingAverage, decay_from_half_life, make_rule
+from emasr.nnet.sync import make_rule
 
 logger = logging.getLogger(__name__)
 
@@ -135,17 +139,27 @@ class Trainer:
                                  pin_memory=self.device.type == "cuda")
         validate_targets(self.targets, self.data.utts + self.dev_utts[self.rank::self.world],
                          self.num_pdfs, self.targets_dir)
+        # the frames of one epoch over all workers: the exponential schedule and the cumulative
+        # average measure the run's progress in processed frames against epochs x this
+        self.epoch_frames = sum(len(self.targets.reader[u]) for u in train_utts)
         torch.manual_seed(int(c["train"]["init_seed"]) * 1000 + self.rank)   # dropout per rank
         self.optimizer = self._optimizer()
         self.max_grad_norm = float(c["train"]["max_grad_norm"])
         s = c["sync"]
         self.rule = make_rule(s["strategy"], self.world, float(s["block_lr"]),
-                              s["block_momentum"], bool(s["nesterov"]))
+                              s["block_momentum"], bool(s["nesterov"]), int(s["warmup_blocks"]))
         self.rule.start(model_to_vector(self.model))
-        self.ema = self._ema()
+        self.averagers = build_averagers(c, self.frames_per_sync())
+        if self.rank == 0 and "ema" in self.averagers:
+            logger.info("EMA decay %.6f per sync (%d frames per sync)",
+                        self.averagers["ema"].decay, self.frames_per_sync())
         t = c["train"]
-        self.schedule = LearningRateSchedule(t["schedule"], float(t["lr"]), float(t["lr_decay"]),
-                                             float(t["newbob_threshold"]), float(t["min_lr"]))
+        self.schedule = LearningRateSchedule(
+            t["schedule"], float(t["lr"]), None if t["final_lr"] is None else float(t["final_lr"]),
+            float(t["lr_decay"]), float(t["newbob_start_halving"]),
+            float(t["newbob_end_halving"]), float(t["min_lr"]))
+        # Kaldi's rule for model averaging: N workers each at N x the rate
+        self.lr_scale = self.world if s["lr_times_workers"] else 1
         self.position = (0, 0)   # (epoch, blocks done in it)
         self.counters = {"syncs": 0, "frames": 0.0, "seconds_compute": 0.0, "seconds_train": 0.0}
 
@@ -171,32 +185,35 @@ class Trainer:
                      else d["minibatch_frames"])
         return int(per_batch) * int(self.config["sync"]["block_size"]) * self.world
 
-    def _ema(self) -> ExponentialMovingAverage | None:
-        s = self.config["sync"]
-        if s["ema_half_life_frames"] is not None:
-            decay = decay_from_half_life(self.frames_per_sync(), float(s["ema_half_life_frames"]))
-        elif s["ema_decay"] is not None:
-            decay = float(s["ema_decay"])
-        else:
-            return None
-        if self.rank == 0:
-            logger.info("EMA decay %.6f per sync (%d frames per sync)", decay, self.frames_per_sync())
-        return ExponentialMovingAverage(decay)
+    def progress(self) -> float:
+        """The share of the run's planned frames (epochs x one epoch's frames) processed."""
+        planned = int(self.config["train"]["epochs"]) * self.epoch_frames
+        return self.counters["frames"] / planned if planned else 0.0
 
     # -- training ---------------------------------------------------------------------------
     def train(self) -> None:
         self.prepare_exp_dir()
+        if self.schedule.needs_initial_loss:
+            # newbob compares the first epoch with the initial model (nnet1's cross-validation
+            # pre-run); a rejected first epoch returns to the checkpoint written here
+            self.schedule.set_initial_loss(self.evaluate(self.rule.global_model)[0])
+            self.save_checkpoint()
         epochs = int(self.config["train"]["epochs"])
-        while self.position[0] < epochs:
+        while self.position[0] < epochs and not self.schedule.stopped:
             epoch, start_block = self.position
-            self.set_lr(self.schedule.lr)
             start = time.perf_counter()
             self.run_epoch(epoch, start_block)
             self.counters["seconds_train"] += time.perf_counter() - start
             self.end_epoch(epoch)
         self.write_final_models()
 
-    def set_lr(self, lr: float) -> None:
+    @property
+    def current_lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def set_lr(self) -> None:
+        """The schedule's rate at the run's progress (times N under sync.lr_times_workers)."""
+        lr = self.schedule.lr_at(self.progress()) * self.lr_scale
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
@@ -210,6 +227,7 @@ class Trainer:
         index = start_block
         every = int(self.config["train"]["checkpoint_every_blocks"])
         while ready:
+            self.set_lr()
             stats, seconds = self.train_block(block)
             block = list(islice(batches, tau))
             ready, mean_stats = self.sync(len(block) == tau, stats)
@@ -217,7 +235,7 @@ class Trainer:
             if not np.isfinite(mean_stats[0]):   # every rank sees the same mean: all stop here
                 raise DataError(
                     f"training diverged: the loss of epoch {epoch + 1} block {index} is "
-                    f"{mean_stats[0]} (lr {self.schedule.lr:g}); lower train.lr or sync.block_lr "
+                    f"{mean_stats[0]} (lr {self.current_lr:g}); lower train.lr or sync.block_lr "
                     "and resume from a checkpoint before it, or start again")
             self.counters["seconds_compute"] += seconds
             self.position = (epoch, index)
@@ -259,10 +277,11 @@ class Trainer:
         mean = self.comm.mean(vector)
         restart = self.rule.step(mean[:-EXTRAS])
         vector_to_model(restart, self.model)
-        if self.ema is not None:
-            self.ema.update(self.rule.global_model)
         self.counters["syncs"] += 1
         self.counters["frames"] += float(mean[-1]) * self.world
+        progress = self.progress()
+        for averager in self.averagers.values():
+            averager.update(self.rule.global_model, progress)
         ready = float(mean[-EXTRAS]) > 1.0 - 0.5 / self.world
         return ready, [float(v) for v in mean[-EXTRAS + 1:]]
 
@@ -288,19 +307,35 @@ class Trainer:
         return float(sums[0]) / frames, float(sums[1]) / frames
 
     def end_epoch(self, epoch: int) -> None:
+        """Dev scores of the global and averaged models; newbob's verdict (a rejected epoch's
+        work is undone); the epoch record; the checkpoint the next epoch starts from."""
+        lr = self.current_lr
         dev_loss, dev_acc = self.evaluate(self.rule.global_model)
-        record = {"type": "epoch", "epoch": epoch + 1, "lr": self.schedule.lr,
-                  "dev_loss": dev_loss, "dev_acc": dev_acc}
-        if self.ema is not None:
-            record["dev_loss_ema"], record["dev_acc_ema"] = self.evaluate(self.ema.average)
+        decision = self.schedule.end_epoch(dev_loss)
+        record = {"type": "epoch", "epoch": epoch + 1, "lr": lr, "accepted": decision.accepted}
+        if decision.accepted:
+            for averager in self.averagers.values():
+                averager.end_epoch(self.rule.global_model)
+        else:
+            record["dev_loss_rejected"], record["dev_acc_rejected"] = dev_loss, dev_acc
+            self.restore_epoch_start(epoch)
+            dev_loss, dev_acc = self.evaluate(self.rule.global_model)
+        record["dev_loss"], record["dev_acc"] = dev_loss, dev_acc
+        for name, averager in self.averagers.items():
+            if averager.average is not None:
+                record[f"dev_loss_{name}"], record[f"dev_acc_{name}"] = \
+                    self.evaluate(averager.average)
         record.update(self.totals())
-        self.schedule.end_epoch(dev_acc)
-        record["next_lr"] = self.schedule.lr
+        record["next_lr"], record["stop"] = decision.lr, decision.stop
+        if decision.improvement is not None:
+            record["dev_loss_improvement"] = decision.improvement
         self.write_metrics(record)
         if self.rank == 0:
-            logger.info("epoch %d: dev loss %.4f acc %.4f%s; lr -> %g", epoch + 1, dev_loss, dev_acc,
-                        f" (EMA loss {record['dev_loss_ema']:.4f} acc {record['dev_acc_ema']:.4f})"
-                        if self.ema is not None else "", self.schedule.lr)
+            averages = "".join(f"; {name} acc {record[f'dev_acc_{name}']:.4f}"
+                               for name in self.averagers if f"dev_acc_{name}" in record)
+            logger.info("epoch %d%s: dev loss %.4f acc %.4f%s; lr %g -> %g%s", epoch + 1,
+                        "" if decision.accepted else " rejected (restored its start)", dev_loss,
+                        dev_acc, averages, lr, decision.lr, "; stopping" if decision.stop else "")
         self.position = (epoch + 1, 0)
         self.save_checkpoint()
 
@@ -315,7 +350,7 @@ class Trainer:
         loss_sum, correct, frames = stats
         self.write_metrics({"type": "block", "epoch": epoch + 1, "block": index,
                             "loss": loss_sum / max(frames, 1.0), "frame_acc": correct / max(frames, 1.0),
-                            "lr": self.schedule.lr, **self.totals()})
+                            "lr": self.current_lr, **self.totals()})
 
     def write_metrics(self, record: dict) -> None:
         if self.rank == 0:
@@ -334,7 +369,7 @@ class Trainer:
         return {"config": self.config, "world_size": self.world, "position": self.position,
                 "input_dim": self.input_dim, "num_pdfs": self.num_pdfs,
                 "rule": self.rule.state_dict(),
-                "ema": self.ema.state_dict() if self.ema is not None else None,
+                "averages": {name: a.state_dict() for name, a in self.averagers.items()},
                 "schedule": self.schedule.state_dict(), "counters": dict(self.counters),
                 "comm": self.comm.state_dict()}
 
@@ -367,12 +402,7 @@ class Trainer:
         if state["world_size"] != self.world:
             raise configs.ConfigError(f"cannot resume from {where}: it was written by "
                                       f"{state['world_size']} workers, this run has {self.world}")
-        local = checkpoint.load(os.path.join(where, f"rank{self.rank}.pt"), self.device)
-        self.model.load_state_dict(local["model"])
-        self.optimizer.load_state_dict(local["optimizer"])
-        self.rule.load_state_dict(state["rule"])
-        if self.ema is not None:
-            self.ema.load_state_dict(state["ema"])
+        local = self.load_training_state(where, state)
         self.schedule.load_state_dict(state["schedule"])
         self.counters = dict(state["counters"])
         self.comm.load_state_dict(state["comm"])
@@ -382,6 +412,27 @@ class Trainer:
             self.drop_metrics_after(self.position)
         logger.info("resumed from %s (epoch %d, block %d)", where, *self.position)
         return True
+
+    def load_training_state(self, where: str, state: dict) -> dict:
+        """The models, optimizer, sync rule and averages of checkpoint `where` (state.pt already
+        read); returns this rank's file."""
+        local = checkpoint.load(os.path.join(where, f"rank{self.rank}.pt"), self.device)
+        self.model.load_state_dict(local["model"])
+        self.optimizer.load_state_dict(local["optimizer"])
+        self.rule.load_state_dict(state["rule"])
+        for name, averager in self.averagers.items():
+            averager.load_state_dict(state["averages"][name])
+        return local
+
+    def restore_epoch_start(self, epoch: int) -> None:
+        """Undo a rejected epoch: the training state of the checkpoint it started from. The
+        schedule (its halved rate), the counters (the work was done) and the RNGs go on."""
+        where = checkpoint.directory(self.exp_dir, epoch, 0)
+        if not os.path.isfile(os.path.join(where, checkpoint.STATE)):
+            raise DataError(f"newbob rejected epoch {epoch + 1}, but the checkpoint it started "
+                            f"from, {where}, is missing; it is needed to restore the model")
+        self.load_training_state(where, checkpoint.load(os.path.join(where, checkpoint.STATE),
+                                                        self.device))
 
     def drop_metrics_after(self, position: tuple[int, int]) -> None:
         """Forget the metrics records of work the checkpoint does not contain (a run killed after
@@ -412,13 +463,17 @@ class Trainer:
             return
         checkpoint.save(self.model_file(self.rule.global_model, "global"),
                         os.path.join(self.exp_dir, "final.pt"))
-        if self.ema is not None:
-            checkpoint.save(self.model_file(self.ema.average, "ema"),
-                            os.path.join(self.exp_dir, "ema.pt"))
+        written = []
+        for name, averager in self.averagers.items():
+            if averager.average is not None:
+                checkpoint.save(self.model_file(averager.average, name),
+                                os.path.join(self.exp_dir, f"{name}.pt"))
+                written.append(f"{name}.pt")
         prior = os.path.join(self.targets_dir, "prior.vec")
         if os.path.isfile(prior):
             shutil.copyfile(prior, os.path.join(self.exp_dir, "prior.vec"))
-        logger.info("wrote %s/final.pt%s", self.exp_dir, " and ema.pt" if self.ema else "")
+        logger.info("wrote %s/final.pt%s", self.exp_dir,
+                    "".join(f", {name}" for name in written))
 
     def cleanup(self) -> None:
         destroy_process_group()

@@ -34,7 +34,7 @@ Options:
 A command given as one quoted word is run as a bash command line: "prog a | prog2 > out"."""
 
 ARRAY_SPEC = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(\d+)(?::(\d+))?$")
-LOOKS_LIKE_ARRAY = re.compile(r".+=.*:.*$")
+LOOKS_LIKE_ARRAY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=[^/]*:[^/]*$")  # JOB=a:b, JOB=1:
 PICK_CHOICES = ("all", "failed")
 
 
@@ -113,7 +113,9 @@ def parse_launch_args(prog: str, argv: list[str]) -> LaunchRequest:
         if args and ARRAY_SPEC.match(args[0]):
             array = _parse_array(args.pop(0))
         elif args and LOOKS_LIKE_ARRAY.match(args[0]):
-            print(f"{prog}: warning: suspicious first argument: {args[0]}", file=sys.stderr)
+            # Kaldi only warns and then takes it for the log file: a file named 'JOB=a:b'.
+            raise LaunchError(f"bad job range '{args[0]}': expected NAME=START:END with "
+                              "positive integers, e.g. JOB=1:4")
     if len(args) < 2:
         raise LaunchError("expected a log file and a command\n" + USAGE.format(prog=prog))
     log, words = args[0], args[1:]

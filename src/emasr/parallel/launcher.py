@@ -7,9 +7,10 @@ on stderr and exit 1.
 """
 from __future__ import annotations
 
+import re
 import sys
 
-from emasr.parallel.cmdline import LaunchError, LaunchRequest, Task, parse_launch_args
+from emasr.parallel.cmdline import USAGE, LaunchError, LaunchRequest, Task, parse_launch_args
 from emasr.parallel.grid import SCHEDULERS, run_grid
 from emasr.parallel.local import run_local
 from emasr.parallel.task import logged_exit_code
@@ -25,11 +26,33 @@ def pick_tasks(request: LaunchRequest) -> list[Task]:
     return tasks
 
 
+ERROR_LINE = re.compile(r"error|exception|check failed|abort|traceback|expected|no such",
+                        re.IGNORECASE)
+MAX_ERROR_LINE = 300
+
+
+def last_error_line(log: str) -> str | None:
+    """The log's last line that looks like an error (Kaldi users grep for ERROR), else its last
+    line of output; the launcher's own '# ...' header and footer lines are not the job's."""
+    try:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            lines = [line.strip() for line in f if line.strip() and not line.startswith("# ")]
+    except OSError:
+        return None
+    errors = [line for line in lines if ERROR_LINE.search(line)]
+    line = (errors or lines or [None])[-1]
+    return line[:MAX_ERROR_LINE] if line else None
+
+
 def report(request: LaunchRequest, codes: dict[Task, int | None]) -> int:
     """Kaldi's summary on stderr; the launcher's exit status. Tasks not rerun had succeeded."""
     failed = [task for task, code in codes.items() if code != 0]
     if not failed:
         return 0
+    # The first failed job's error, so the console says what went wrong, not only where.
+    error = last_error_line(failed[0].log)
+    if error:
+        print(f"{request.prog}: {failed[0].log}: {error}", file=sys.stderr)
     total = len(request.all_tasks())
     if total == 1:
         task = failed[0]
@@ -45,6 +68,9 @@ def report(request: LaunchRequest, codes: dict[Task, int | None]) -> int:
 
 
 def main(prog: str, argv: list[str]) -> int:
+    if argv[:1] in (["--help"], ["-h"]):
+        print(USAGE.format(prog=prog))
+        return 0
     try:
         request = parse_launch_args(prog, argv)
         tasks = pick_tasks(request)

@@ -10,16 +10,19 @@ from emasr.io.atomic import atomic_write
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_STRATEGIES = "single ma ma+ema bmuf bmuf+ema"
+DEFAULT_STRATEGIES = ("single single+ema single+avg single+lastk ma ma+ema bmuf bmuf+ema bmuf+avg "
+                      "bmuf+lastk")
 
 
 def order_labels(strategies: str) -> list[str]:
+    from emasr.report.systems import parse_label
+
     labels = strategies.split()
     for label in labels:
-        base, _, ema = label.partition("+")
-        if base not in ("single", "ma", "bmuf") or ema not in ("", "ema"):
-            raise click.BadParameter(f"'{label}': expected single, ma or bmuf, optionally +ema",
-                                     param_hint="--strategies")
+        try:
+            parse_label(label)
+        except ValueError as err:
+            raise click.BadParameter(str(err), param_hint="--strategies") from None
     return labels
 
 
@@ -34,7 +37,7 @@ def make_report(exp_dirs: list[str], out: str, plot_dir: str, archs: list[str],
     networks, gmms = read_exp_dirs(exp_dirs)
     rows = build_rows(networks, archs, labels, replications)
     gmm_rows = [(g.name, gmm_summary(g, replications)) for g in gmms]
-    plots = write_plots(networks, archs, plot_dir, bench)
+    plots = write_plots(networks, archs, plot_dir, bench, rows)
     out_dir = os.path.dirname(os.path.abspath(out))
     text = render(title, notes, rows, gmm_rows, comparisons(rows, replications), plots,
                   [g.exp_dir for g in gmms], out_dir)
@@ -45,11 +48,12 @@ def make_report(exp_dirs: list[str], out: str, plot_dir: str, archs: list[str],
 
 def print_selected(exp_dirs: list[str], archs: list[str], labels: list[str]) -> None:
     """The runs a table row would use (learning rate tuned on dev frame accuracy), one a line."""
-    from emasr.report.systems import read_exp_dirs, select_runs
+    from emasr.report.systems import read_exp_dirs, select_runs, worker_counts
 
     networks, _ = read_exp_dirs(exp_dirs)
     chosen = dict.fromkeys(r.exp_dir for arch in archs for label in labels
-                           for r in select_runs(networks, arch, label))
+                           for workers in worker_counts(networks, arch, label)
+                           for r in select_runs(networks, arch, label, workers))
     for exp_dir in chosen:
         click.echo(exp_dir)
 
@@ -61,7 +65,8 @@ def print_selected(exp_dirs: list[str], archs: list[str], labels: list[str]) -> 
               help="Where the PNG plots go [default: plots/ beside --out].")
 @click.option("--archs", default="dnn lstm", show_default=True, help="Architectures (table rows).")
 @click.option("--strategies", default=DEFAULT_STRATEGIES, show_default=True,
-              help="Strategies (table rows): single, ma, bmuf, each optionally +ema.")
+              help="Table rows: a sync rule (single, ma, bmuf), optionally +ema, +avg or +lastk "
+                   "(an averaged model of the same runs).")
 @click.option("--note", "notes", multiple=True,
               help="A line under the title, e.g. the command, wall time and machine (repeatable).")
 @click.option("--bench", default=None, type=click.Path(dir_okay=False),
@@ -76,14 +81,19 @@ def print_selected(exp_dirs: list[str], archs: list[str], labels: list[str]) -> 
 def report_cli(out, plot_dir, archs, strategies, notes, bench, replications, title, select,
                exp_dirs) -> None:
     """Write the paper's comparison from EXP_DIRS: network exp dirs (conf.yaml, metrics.jsonl,
-    decode_{dev,test}[_ema]/ scored by local/score.sh) and GMM exp dirs (decode_{dev,test}/).
+    decode_{dev,test}[_<averaged model>]/ scored by local/score.sh) and GMM exp dirs
+    (decode_{dev,test}/).
 
-    Rows are arch x strategy; a row whose runs are missing says "not run". Columns: dev frame
-    accuracy, dev and test CER with 95% bootstrap intervals, relative change against BMUF and
-    against single, training wall time, syncs and bytes all-reduced per worker. Below: what agrees
-    and disagrees with the paper, the GMM baselines, the probability that one system improves on
-    another on the same test utterances, and PNG plots (dev frame accuracy per epoch of the global
-    model against its EMA, loss curves, speed-up against workers when measured).
+    Rows are arch x strategy x worker count; a row whose runs are missing says "not run". Each
+    model's LM weight and insertion penalty are chosen on dev and its test CER is read at that
+    setting (Kaldi's best-on-test beside it, for reference); failed utterances count as
+    deletions. Columns: dev frame accuracy, dev and test CER with 95% bootstrap intervals, the
+    dev-chosen setting, relative change against BMUF and against single, training wall time, syncs
+    and bytes all-reduced per worker. Below: what agrees and disagrees with the paper (and whether
+    the EMA's gain is specific to parallel training, against a single worker's EMA and the
+    averaging controls), the GMM baselines, the probability that one system improves on another on
+    the same test utterances, and PNG plots (dev frame accuracy per epoch, loss curves, CER against
+    workers, speed-up against workers when measured).
     """
     from emasr.report.metrics import MetricsError
     from emasr.report.scoring import ScoringError

@@ -3,7 +3,8 @@
 paired test is decisive but the intervals overlap and too few seeds agree)."""
 from __future__ import annotations
 
-from emasr.report.rows import Comparison, Row
+from emasr.nnet.averages import AVERAGED_MODELS
+from emasr.report.rows import Comparison, Row, find_row, relative_change
 
 CONFIDENT = 0.95   # P(B better) at or above: B is better; P(A better) at or above: B is worse
 
@@ -16,11 +17,18 @@ CLAIMS = [
      "no_worse"),
 ]
 
-NAMES = {"single": "single", "ma": "MA", "bmuf": "BMUF", "ma+ema": "MA+EMA", "bmuf+ema": "BMUF+EMA"}
+BASE_NAMES = {"single": "single", "ma": "MA", "bmuf": "BMUF"}
+
+# An LM weight chosen on dev needs neighbours in the sweep within this share of its acoustic
+# scale (1 / LM weight) on both sides, or a finer grid could have moved it.
+GRID_STEP = 0.10
 
 
 def name(label: str) -> str:
-    return NAMES.get(label, label)
+    base, plus, model = label.partition("+")
+    text = BASE_NAMES.get(base, base)
+    return f"{text}+{AVERAGED_MODELS[model].label if model in AVERAGED_MODELS else model}" \
+        if plus else text
 
 
 # Seeds that must all order two systems the same way before an ordering is claimed although their
@@ -57,25 +65,100 @@ def decisive(finding: str, c: Comparison, seeds_agreeing: int, numbers: str) -> 
             f"before claiming an ordering (all of at least {SEEDS_FOR_ORDERING} must agree)")
 
 
+def where(c: Comparison) -> str:
+    return f"{c.arch.upper()}, {c.workers} worker{'s' if c.workers != 1 else ''}"
+
+
 def claim_lines(comparisons: list[Comparison]) -> list[str]:
-    by_key = {(c.arch, c.a, c.b): c for c in comparisons}
+    by_key = {(c.arch, c.workers, c.a, c.b): c for c in comparisons}
     lines = []
-    for arch in dict.fromkeys(c.arch for c in comparisons):
+    for arch, workers in dict.fromkeys((c.arch, c.workers) for c in comparisons):
         for a, b, claim, kind in CLAIMS:
-            c = by_key.get((arch, a, b))
+            c = by_key.get((arch, workers, a, b))
             if c is None or c.p_b_better is None:
                 continue
-            lines.append(f"- {arch.upper()}: the paper says {claim}: {verdict(c, kind)}.")
+            lines.append(f"- {where(c)}: the paper says {claim}: {verdict(c, kind)}.")
     return lines
+
+
+def gain(rows: list[Row], arch: str, base: str, model: str, workers: int | None) -> float | None:
+    """Relative test CER change (%) of BASE+MODEL against BASE (negative: the average helps)."""
+    plain = find_row(rows, arch, base, workers)
+    averaged = find_row(rows, arch, f"{base}+{model}", workers)
+    return None if plain is None or averaged is None else relative_change(averaged, plain)
+
+
+def ema_specificity_lines(rows: list[Row]) -> list[str]:
+    """Is the EMA's gain specific to parallel training? Its gain for BMUF/MA at N workers against
+    its gain for a single worker, and against the averaging controls of the same run."""
+    lines = []
+    for arch in dict.fromkeys(r.arch for r in rows):
+        single = gain(rows, arch, "single", "ema", 1)
+        for base in ("ma", "bmuf"):
+            for workers in sorted({r.workers_key for r in rows if r.arch == arch and r.ran
+                                   and r.base == base}):
+                parallel = gain(rows, arch, base, "ema", workers)
+                if parallel is None or single is None:
+                    continue
+                specific = parallel < single
+                lines.append(
+                    f"- {arch.upper()}, {workers} workers: the EMA changes {name(base)}'s test CER "
+                    f"by {parallel:+.1f}% and a single worker's by {single:+.1f}% (relative): "
+                    + ("**the gain is larger in parallel training**" if specific else
+                       "**the EMA's gain is not specific to parallel training here** (the paper "
+                       "attributes it to parallel training)") + ".")
+        for base in ("single", "ma", "bmuf"):
+            for workers in sorted({r.workers_key for r in rows if r.arch == arch and r.ran
+                                   and r.base == base}):
+                parts = {m: gain(rows, arch, base, m, workers) for m in ("ema", "avg", "lastk")}
+                if parts["ema"] is None or all(parts[m] is None for m in ("avg", "lastk")):
+                    continue
+                shown = ", ".join(f"{name(base + '+' + m)} {v:+.1f}%" for m, v in parts.items()
+                                  if v is not None)
+                lines.append(f"- {arch.upper()}, {workers} worker{'s' if workers != 1 else ''}: "
+                             f"averaging at all against the EMA, test CER change against "
+                             f"{name(base)}: {shown} (the same-utterance tests below say which "
+                             "differences are resolved).")
+    return lines
+
+
+def grid_warnings(rows: list[Row]) -> list[str]:
+    """Rows whose dev-chosen LM weight sits at the edge of the sweep or between coarse steps."""
+    lines = []
+    for row in rows:
+        summary = row.cer.get("dev")
+        if summary is None:
+            continue
+        for (lmwt, _), grid in zip(summary.settings, summary.grids):
+            problem = grid_problem(lmwt, grid)
+            if problem:
+                lines.append(f"- {row.arch.upper()} {name(row.label)} ({row.workers()} workers): "
+                             f"the LM weight chosen on dev, {lmwt}, {problem}.")
+    return lines
+
+
+def grid_problem(lmwt: str, grid: list[str]) -> str | None:
+    values = sorted(float(g) for g in grid)
+    if lmwt == "" or float(lmwt) not in values:
+        return None
+    at = values.index(float(lmwt))
+    if at == 0 or at == len(values) - 1:
+        return f"is at the edge of the swept {values[0]:g}..{values[-1]:g}: widen the sweep"
+    scale = 1 / values[at]
+    steps = [abs(1 / values[at + d] - scale) / scale for d in (-1, 1)]
+    if max(steps) > GRID_STEP:
+        return (f"has neighbours {values[at - 1]:g} and {values[at + 1]:g}, "
+                f"{100 * max(steps):.0f}% of its acoustic scale away: use a finer --lmwt-step")
+    return None
 
 
 def speed_lines(rows: list[Row]) -> list[str]:
     """Wall time of N-worker BMUF against one worker (the paper's reason for parallel training)."""
     lines = []
-    by_key = {(r.arch, r.label): r for r in rows}
-    for arch in dict.fromkeys(r.arch for r in rows):
-        single, bmuf = by_key.get((arch, "single")), by_key.get((arch, "bmuf"))
-        if not (single and bmuf and single.ran and bmuf.ran):
+    for arch, workers in dict.fromkeys((r.arch, r.workers_key) for r in rows
+                                       if r.label == "bmuf" and r.ran):
+        single, bmuf = find_row(rows, arch, "single", 1), find_row(rows, arch, "bmuf", workers)
+        if not (single and bmuf):
             continue
         t1, tn = single.total("seconds_train"), bmuf.total("seconds_train")
         if not t1 or not tn:
@@ -100,7 +183,7 @@ def speed_lines(rows: list[Row]) -> list[str]:
 
 
 def findings(rows: list[Row], comparisons: list[Comparison]) -> list[str]:
-    lines = claim_lines(comparisons) + speed_lines(rows)
+    lines = claim_lines(comparisons) + ema_specificity_lines(rows) + speed_lines(rows)
     missing = sorted({f"{r.arch} {name(r.label)}" for r in rows if not r.ran})
     if missing:
         lines.append(f"- Not run, so not checked: {', '.join(missing)}.")

@@ -1,8 +1,10 @@
 """PNG plots of the report (matplotlib, Agg backend: no display needed).
 
-- dev_frame_accuracy.png: dev frame accuracy per epoch of the global model (solid) against its EMA
-  (dashed), per architecture, for every strategy trained with an EMA;
+- dev_frame_accuracy.png: dev frame accuracy per epoch of the global model (solid) against its
+  averaged models (EMA dashed, cumulative average dotted, last-k dash-dotted), per architecture;
 - training_loss.png: training loss per sync block (and dev loss per epoch) against training frames;
+- cer_vs_workers.png: dev-tuned test CER (with its 95% interval), dev CER and dev frame accuracy
+  against the number of workers, for MA, BMUF and their averaged models (single at N = 1);
 - speedup.png: training frames per second against workers, relative to one worker, from the
   recipe's runs and from a benchmark's JSON when given.
 """
@@ -12,9 +14,12 @@ import json
 import os
 
 from emasr.io.atomic import atomic_write
+from emasr.nnet.averages import AVERAGED_MODELS
+from emasr.report.rows import Row
 from emasr.report.systems import NetworkRun
 
 COLORS = {"single": "tab:gray", "ma": "tab:blue", "bmuf": "tab:red"}
+STYLES = {"final": "-o", "ema": "--s", "avg": ":^", "lastk": "-.v"}
 
 
 def pyplot():
@@ -34,12 +39,18 @@ def save(fig, path: str) -> str:
 
 
 def first_seed_runs(runs: list[NetworkRun], arch: str) -> list[NetworkRun]:
-    """One run per strategy (the lowest seed): curves of several seeds would hide each other."""
-    chosen: dict[str, NetworkRun] = {}
-    ordered = sorted((r for r in runs if r.arch == arch), key=lambda r: (r.strategy, r.seed, r.lr))
+    """One run per strategy and worker count (the lowest seed): curves of several seeds would
+    hide each other."""
+    chosen: dict[tuple[str, int], NetworkRun] = {}
+    ordered = sorted((r for r in runs if r.arch == arch),
+                     key=lambda r: (r.strategy, r.workers or 0, r.seed, r.lr))
     for run in ordered:
-        chosen.setdefault(run.strategy, run)
-    return [chosen[s] for s in sorted(chosen)]
+        chosen.setdefault((run.strategy, run.workers or 0), run)
+    return [chosen[k] for k in sorted(chosen)]
+
+
+def run_name(run: NetworkRun) -> str:
+    return run.strategy if run.strategy == "single" else f"{run.strategy} N={run.workers}"
 
 
 def axes_grid(plt, archs: list[str]):
@@ -64,12 +75,14 @@ def plot_dev_accuracy(runs: list[NetworkRun], archs: list[str], path: str) -> st
         for run in first_seed_runs(runs, arch):
             epochs = [e["epoch"] for e in run.metrics.epochs]
             color = COLORS.get(run.strategy)
-            ax.plot(epochs, [100 * e["dev_acc"] for e in run.metrics.epochs], "-o", color=color,
-                    label=f"{run.strategy} global")
-            ema = [(e["epoch"], e["dev_acc_ema"]) for e in run.metrics.epochs if "dev_acc_ema" in e]
-            if ema:
-                ax.plot([x for x, _ in ema], [100 * y for _, y in ema], "--s", color=color,
-                        label=f"{run.strategy} EMA")
+            ax.plot(epochs, [100 * e["dev_acc"] for e in run.metrics.epochs], STYLES["final"],
+                    color=color, label=f"{run_name(run)} global")
+            for model in AVERAGED_MODELS:
+                key = f"dev_acc_{model}"
+                points = [(e["epoch"], e[key]) for e in run.metrics.epochs if key in e]
+                if points:
+                    ax.plot([x for x, _ in points], [100 * y for _, y in points], STYLES[model],
+                            color=color, label=f"{run_name(run)} {AVERAGED_MODELS[model].label}")
         ax.set(title=f"{arch.upper()}: dev frame accuracy per epoch", xlabel="epoch",
                ylabel="dev frame accuracy (%)")
         ax.xaxis.get_major_locator().set_params(integer=True)
@@ -85,13 +98,67 @@ def plot_training_loss(runs: list[NetworkRun], archs: list[str], path: str) -> s
             color = COLORS.get(run.strategy)
             blocks = run.metrics.blocks
             ax.plot([b.get("frames", i) for i, b in enumerate(blocks)], [b["loss"] for b in blocks],
-                    "-", color=color, alpha=0.8, label=f"{run.strategy} train")
+                    "-", color=color, alpha=0.8, label=f"{run_name(run)} train")
             epochs = [e for e in run.metrics.epochs if "dev_loss" in e]
             ax.plot([e.get("frames", e["epoch"]) for e in epochs], [e["dev_loss"] for e in epochs],
-                    "o:", color=color, label=f"{run.strategy} dev (global)")
+                    "o:", color=color, label=f"{run_name(run)} dev (global)")
         ax.set(title=f"{arch.upper()}: cross-entropy", xlabel="training frames (all workers)",
                ylabel="loss per frame")
         finish_axes(ax)
+    return save(fig, path)
+
+
+def workers_series(rows: list[Row], arch: str, label: str, value) -> list[tuple[int, tuple]]:
+    """(N, value(row)) for the rows of `label` at each worker count, the single row's at N = 1
+    first (the same model of one worker)."""
+    base, _, model = label.partition("+")
+    single = "single" + (f"+{model}" if model else "")
+    points = []
+    for row in rows:
+        if row.arch == arch and row.ran and row.label in (label, single):
+            v = value(row)
+            if v is not None:
+                points.append((1 if row.base == "single" else row.workers_key, v))
+    return sorted(set(points))
+
+
+def plot_cer_vs_workers(rows: list[Row], archs: list[str], path: str) -> str | None:
+    """None unless some strategy ran at two or more worker counts (single counting as N = 1)."""
+    def test(row):
+        s = row.cer.get("test")
+        if s is None:
+            return None
+        interval = s.interval
+        # a percentile interval need not contain the point estimate: clip the bars at it
+        return (s.cer, max(0.0, s.cer - interval.low) if interval else 0.0,
+                max(0.0, interval.high - s.cer) if interval else 0.0)
+
+    panels = [("test CER (%), dev-tuned", test),
+              ("dev CER (%)", lambda r: (r.cer["dev"].cer, 0.0, 0.0) if "dev" in r.cer else None),
+              ("dev frame accuracy (%)",
+               lambda r: None if r.dev_acc() is None else (100 * r.dev_acc(), 0.0, 0.0))]
+    labels = list(dict.fromkeys(r.label for r in rows if r.base in ("ma", "bmuf")))
+    series = {(arch, label): [workers_series(rows, arch, label, f) for _, f in panels]
+              for arch in archs for label in labels}
+    if not any(len(s[0]) >= 2 for s in series.values()):
+        return None
+    plt = pyplot()
+    fig, axes = plt.subplots(len(archs), 3, figsize=(16, 4 * len(archs)), squeeze=False)
+    for i, arch in enumerate(archs):
+        for j, (title, _) in enumerate(panels):
+            ax = axes[i][j]
+            for label in labels:
+                points = series[(arch, label)][j]
+                if len(points) < 1:
+                    continue
+                base, _, model = label.partition("+")
+                ax.errorbar([n for n, _ in points], [v[0] for _, v in points],
+                            yerr=[[v[1] for _, v in points], [v[2] for _, v in points]],
+                            fmt=STYLES[model or "final"], color=COLORS.get(base), capsize=3,
+                            label=label)
+            ax.set(title=f"{arch.upper()}: {title}", xlabel="workers (single: N = 1)")
+            ax.set_xscale("log", base=2)
+            finish_axes(ax)
     return save(fig, path)
 
 
@@ -141,11 +208,14 @@ def plot_speedup(runs: list[NetworkRun], archs: list[str], bench: str | None,
 
 
 def write_plots(runs: list[NetworkRun], archs: list[str], plot_dir: str,
-                bench: str | None = None) -> dict[str, str]:
+                bench: str | None = None, rows: list[Row] = ()) -> dict[str, str]:
     """name -> path of every plot written."""
     path = lambda name: os.path.join(plot_dir, name)  # noqa: E731
     out = {"dev_frame_accuracy": plot_dev_accuracy(runs, archs, path("dev_frame_accuracy.png")),
            "training_loss": plot_training_loss(runs, archs, path("training_loss.png"))}
+    by_workers = plot_cer_vs_workers(list(rows), archs, path("cer_vs_workers.png"))
+    if by_workers:
+        out["cer_vs_workers"] = by_workers
     speedup = plot_speedup(runs, archs, bench, path("speedup.png"))
     if speedup:
         out["speedup"] = speedup

@@ -3,7 +3,9 @@ comparisons between rows.
 
 With several seeds a row's CER is pooled over (seed, utterance) pairs: total errors over total
 reference characters, with the bootstrap resampling those pairs. Comparisons between two rows
-pair the same utterance decoded by the same seed's runs.
+pair the same utterance decoded by the same seed's runs. A row is (arch, label, workers): the same
+strategy at several worker counts gives several rows. Test CERs are at the setting chosen on dev
+(`test`); Kaldi's best-on-test (`test_best`) is kept as a secondary number.
 """
 from __future__ import annotations
 
@@ -12,10 +14,12 @@ import statistics
 from dataclasses import dataclass, field
 
 from emasr.report.intervals import Interval, cer_interval, improvement_probability
-from emasr.report.systems import SETS, GmmSystem, NetworkRun, select_runs
+from emasr.report.systems import (GmmSystem, NetworkRun, parse_label, select_runs,
+                                  worker_counts)
 from emasr.report.scoring import ScoredDecode
 
 Key = tuple[int, str]   # (seed, utterance)
+SUMMARIES = ("dev", "test", "test_best")
 
 
 @dataclass
@@ -25,18 +29,30 @@ class CerSummary:
     total: int
     interval: Interval | None           # None without per-utterance results
     utterances: dict[Key, tuple[list[str], list[str]]] = field(default_factory=dict)
+    failed: int = 0                     # utterances without a hypothesis (counted as deletions)
+    settings: list[tuple[str, str]] = field(default_factory=list)   # (LM weight, penalty) per seed
+    grids: list[list[str]] = field(default_factory=list)            # the LM weights swept
 
 
 @dataclass
 class Row:
     arch: str
-    label: str                          # single | ma | bmuf | ma+ema | bmuf+ema
+    label: str                          # single | ma | bmuf, optionally +ema / +avg / +lastk
     runs: list[NetworkRun]
-    cer: dict[str, CerSummary] = field(default_factory=dict)   # set -> summary
+    workers_key: int | None = None      # the worker count of the row (None: not run)
+    cer: dict[str, CerSummary] = field(default_factory=dict)   # dev | test | test_best -> summary
 
     @property
     def model(self) -> str:
-        return "ema" if self.label.endswith("+ema") else "final"
+        return parse_label(self.label)[1]
+
+    @property
+    def base(self) -> str:
+        return parse_label(self.label)[0]
+
+    @property
+    def key(self) -> tuple[str, str, int | None]:
+        return self.arch, self.label, self.workers_key
 
     @property
     def ran(self) -> bool:
@@ -84,14 +100,19 @@ def summarize(decodes: list[tuple[int, ScoredDecode]], replications: int) -> Cer
         interval = cer_interval({k: r for k, (r, _) in utterances.items()},
                                 {k: h for k, (_, h) in utterances.items()}, replications)
     cer = 100.0 * errors / total if total else math.nan
-    return CerSummary(cer, errors, total, interval, utterances)
+    return CerSummary(cer, errors, total, interval, utterances,
+                      failed=sum(d.failed for _, d in decodes),
+                      settings=[(d.lmwt, d.wip) for _, d in decodes],
+                      grids=[d.lmwts for _, d in decodes])
 
 
-def build_row(networks: list[NetworkRun], arch: str, label: str, replications: int) -> Row:
-    row = Row(arch, label, select_runs(networks, arch, label))
-    for set_name in SETS:
-        decodes = [(r.seed, r.decodes[(set_name, row.model)]) for r in row.runs
-                   if (set_name, row.model) in r.decodes]
+def build_row(networks: list[NetworkRun], arch: str, label: str, workers: int | None,
+              replications: int) -> Row:
+    runs = select_runs(networks, arch, label, workers) if workers is not None else []
+    row = Row(arch, label, runs, workers)
+    for set_name in SUMMARIES:
+        decodes = [(r.seed, r.tuned[row.model].get(set_name)) for r in row.runs
+                   if row.model in r.tuned and r.tuned[row.model].get(set_name) is not None]
         summary = summarize(decodes, replications)
         if summary is not None:
             row.cer[set_name] = summary
@@ -100,16 +121,28 @@ def build_row(networks: list[NetworkRun], arch: str, label: str, replications: i
 
 def build_rows(networks: list[NetworkRun], archs: list[str], labels: list[str],
                replications: int) -> list[Row]:
-    return [build_row(networks, arch, label, replications) for arch in archs for label in labels]
+    """A row per (arch, label, worker count that ran); a label without runs gets one row."""
+    return [build_row(networks, arch, label, workers, replications) for arch in archs
+            for label in labels for workers in worker_counts(networks, arch, label)]
 
 
 def gmm_summary(system: GmmSystem, replications: int) -> dict[str, CerSummary]:
     out = {}
-    for set_name, decode in system.decodes.items():
-        summary = summarize([(0, decode)], replications)
+    for set_name in SUMMARIES:
+        decode = system.tuned.get(set_name)
+        summary = summarize([(0, decode)], replications) if decode is not None else None
         if summary is not None:
             out[set_name] = summary
     return out
+
+
+def find_row(rows: list[Row], arch: str, label: str, workers: int | None) -> Row | None:
+    """The row of `label` at `workers` (a single-worker label's row whatever `workers` is)."""
+    for row in rows:
+        if row.arch == arch and row.label == label and row.ran and (
+                row.base == "single" or row.workers_key == workers):
+            return row
+    return None
 
 
 def relative_change(row: Row, reference: Row | None, set_name: str = "test") -> float | None:
@@ -125,6 +158,7 @@ class Comparison:
     arch: str
     a: str                 # row labels: the probability is that B improves on A
     b: str
+    workers: int | None    # the worker count of the parallel row(s) compared
     cer_a: float
     cer_b: float
     utterances: int
@@ -150,7 +184,9 @@ def compare(a: Row, b: Row, replications: int, set_name: str = "test") -> Compar
     overlap = None if ia is None or ib is None else ia.low <= ib.high and ib.low <= ia.high
     cers_a, cers_b = seed_cers(a, set_name), seed_cers(b, set_name)
     both = cers_a.keys() & cers_b.keys()
-    return Comparison(a.arch, a.label, b.label, a.cer[set_name].cer, b.cer[set_name].cer,
+    parallel = [r.workers_key for r in (a, b) if r.base != "single"]
+    return Comparison(a.arch, a.label, b.label, parallel[0] if parallel else 1,
+                      a.cer[set_name].cer, b.cer[set_name].cer,
                       len(keys), p_b, p_a, overlap,
                       seeds_b_better=sum(cers_b[s] < cers_a[s] for s in both),
                       seeds_a_better=sum(cers_a[s] < cers_b[s] for s in both), seeds=len(both))
@@ -162,18 +198,24 @@ def seed_cers(row: Row, set_name: str) -> dict[int, float]:
             if (set_name, row.model) in r.decodes}
 
 
-# (A, B) pairs compared on the same test utterances: B is the paper's proposed or preferred system.
+# (A, B) pairs compared on the same test utterances at each worker count: B is the paper's
+# proposed or preferred system, or the EMA against one of its controls.
 COMPARISONS = [("bmuf", "bmuf+ema"), ("ma", "ma+ema"), ("ma", "bmuf"), ("single", "bmuf+ema"),
-               ("single", "bmuf")]
+               ("single", "bmuf"), ("single", "single+ema"),
+               *((f"{base}+{control}", f"{base}+ema") for base in ("single", "ma", "bmuf")
+                 for control in ("avg", "lastk"))]
 
 
 def comparisons(rows: list[Row], replications: int) -> list[Comparison]:
-    by_key = {(r.arch, r.label): r for r in rows}
-    out = []
+    out, seen = [], set()
     for arch in dict.fromkeys(r.arch for r in rows):
-        for a, b in COMPARISONS:
-            ra, rb = by_key.get((arch, a)), by_key.get((arch, b))
-            if ra is not None and rb is not None:
+        counts = sorted({r.workers_key for r in rows if r.arch == arch and r.ran})
+        for workers in counts:
+            for a, b in COMPARISONS:
+                ra, rb = find_row(rows, arch, a, workers), find_row(rows, arch, b, workers)
+                if ra is None or rb is None or (ra.key, rb.key) in seen:
+                    continue
+                seen.add((ra.key, rb.key))
                 result = compare(ra, rb, replications)
                 if result is not None:
                     out.append(result)

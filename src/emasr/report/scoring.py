@@ -7,6 +7,11 @@ naming the LM weight and insertion penalty that won), the filtered reference `te
 `penalty_<wip>/<lmwt>.txt` (`.chars.txt`), and `wer_details/per_utt` / `cer_details/per_utt`
 (`utt ref ...` / `utt hyp ...` lines, `***` for a gap). Any of these per-utterance forms is enough
 for the bootstrap; without one the CER is still reported, without an interval.
+
+`read_decode_dir(path, setting)` reads the result at a given (LM weight, penalty) instead of the
+best one: the report applies the setting chosen on dev to test (`<decode>/cer_LMWT_WIP` and its
+`penalty_WIP/LMWT.txt`). A `%WER` line may end in a note on utterances without a hypothesis
+(`[3 of 600 utterances without a hypothesis, scored as deletions]`, emasr.score.wer).
 """
 from __future__ import annotations
 
@@ -22,8 +27,10 @@ logger = logging.getLogger(__name__)
 
 WER_LINE = re.compile(
     r"%WER\s+(?P<rate>[-\d.]+|-?nan|inf)\s*\[\s*(?P<errors>\d+)\s*/\s*(?P<total>\d+)\s*,"
-    r"\s*(?P<ins>\d+)\s*ins\s*,\s*(?P<dels>\d+)\s*del\s*,\s*(?P<subs>\d+)\s*sub\s*\]\s*(?P<source>\S*)")
-BEST_NAME = re.compile(r"(?:cer|wer)_(?P<lmwt>\d+)(?:_(?P<wip>[-\d.]+))?$")
+    r"\s*(?P<ins>\d+)\s*ins\s*,\s*(?P<dels>\d+)\s*del\s*,\s*(?P<subs>\d+)\s*sub\s*\]"
+    r"(?:\s*\[(?:(?P<absent>\d+) of \d+ utterances without a hypothesis[^\]]*|PARTIAL)\])?"
+    r"\s*(?P<source>\S*)")
+BEST_NAME = re.compile(r"(?:cer|wer)_(?P<lmwt>\d+(?:\.\d+)?)(?:_(?P<wip>[-\d.]+))?$")
 
 
 class ScoringError(ValueError):
@@ -39,8 +46,10 @@ class ScoredDecode:
     ins: int
     dels: int
     subs: int
-    lmwt: str = ""                  # the LM weight and insertion penalty best_cer chose
+    lmwt: str = ""                  # the LM weight and insertion penalty of this result
     wip: str = ""
+    failed: int = 0                 # utterances without a hypothesis (scored as deletions)
+    lmwts: list[str] = field(default_factory=list)   # the LM weights the scoring swept
     refs: dict[str, list[str]] = field(default_factory=dict)   # utt -> characters
     hyps: dict[str, list[str]] = field(default_factory=dict)
 
@@ -57,6 +66,7 @@ def parse_wer_line(line: str, where: str) -> dict:
                            f"line, got {line.strip()!r}")
     out = {k: int(match.group(k)) for k in ("errors", "total", "ins", "dels", "subs")}
     out["rate"] = float(match.group("rate")) if "nan" not in match.group("rate") else float("nan")
+    out["absent"] = int(match.group("absent") or 0)
     out["source"] = match.group("source")
     return out
 
@@ -91,20 +101,24 @@ def read_per_utt(path: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]
     return refs, hyps
 
 
-def per_utterance_sources(scoring: str, lmwt: str, wip: str) -> list[tuple[str, str | None]]:
-    """(reference file, hypothesis file) candidates, best first; hypothesis None means per_utt."""
+def per_utterance_sources(scoring: str, lmwt: str, wip: str, best: bool = True
+                          ) -> list[tuple[str, str | None]]:
+    """(reference file, hypothesis file) candidates, best first; hypothesis None means per_utt.
+    Only the best setting's result may come from the other layouts (per_utt is the best's)."""
     out = []
-    for wip_dir in ([f"penalty_{wip}"] if wip else []) + ["penalty_0.0", "."]:
+    wip_dirs = [f"penalty_{wip}"] if wip else []
+    for wip_dir in wip_dirs + (["penalty_0.0", "."] if best or not wip else []):
         for suffix in (".chars.txt", ".txt"):
             out.append((os.path.join(scoring, f"test_filt{suffix}"),
                         os.path.join(scoring, wip_dir, f"{lmwt}{suffix}")))
-    for details in ("cer_details", "wer_details"):
-        out.append((os.path.join(scoring, details, "per_utt"), None))
+    if best:
+        for details in ("cer_details", "wer_details"):
+            out.append((os.path.join(scoring, details, "per_utt"), None))
     return out
 
 
-def load_utterances(decode: ScoredDecode, scoring: str) -> None:
-    for ref_file, hyp_file in per_utterance_sources(scoring, decode.lmwt, decode.wip):
+def load_utterances(decode: ScoredDecode, scoring: str, best: bool = True) -> None:
+    for ref_file, hyp_file in per_utterance_sources(scoring, decode.lmwt, decode.wip, best):
         if hyp_file is None and os.path.isfile(ref_file):
             decode.refs, decode.hyps = read_per_utt(ref_file)
         elif hyp_file is not None and os.path.isfile(ref_file) and os.path.isfile(hyp_file):
@@ -121,21 +135,36 @@ def load_utterances(decode: ScoredDecode, scoring: str) -> None:
                    decode.path, scoring)
 
 
-def read_decode_dir(path: str) -> ScoredDecode | None:
-    """The scored result of one decode dir, or None when it was not (yet) scored."""
+def scored_lm_weights(path: str) -> list[str]:
+    """The LM weights of the `cer_LMWT_WIP` files in a decode dir, ascending."""
+    names = (BEST_NAME.search(f) for f in os.listdir(path) if f.startswith("cer_"))
+    return sorted({m.group("lmwt") for m in names if m}, key=float)
+
+
+def read_decode_dir(path: str, setting: tuple[str, str] | None = None) -> ScoredDecode | None:
+    """The scored result of one decode dir, or None when it was not (yet) scored: the best one
+    (scoring_kaldi/best_cer), or the one at `setting` = (LM weight, penalty) when given."""
     scoring = os.path.join(path, "scoring_kaldi")
-    best_file = next((f for f in (os.path.join(scoring, "best_cer"), os.path.join(path, "best_cer"))
-                      if os.path.isfile(f)), None)
-    if best_file is None:
+    if setting is None:
+        source = next((f for f in (os.path.join(scoring, "best_cer"),
+                                   os.path.join(path, "best_cer")) if os.path.isfile(f)), None)
+    else:
+        source = os.path.join(path, f"cer_{setting[0]}_{setting[1]}")
+        if not os.path.isfile(source):
+            raise ScoringError(f"expected file {source} to exist: the setting chosen on dev (LM "
+                               f"weight {setting[0]}, penalty {setting[1]}) must be scored on "
+                               "this set too (score it with the same --scoring-opts)")
+    if source is None:
         return None
-    lines = [line for line in read_lines(best_file) if line.strip()]
+    lines = [line for line in read_lines(source) if line.strip()]
     if not lines:
-        raise ScoringError(f"{best_file}: empty; expected a Kaldi %WER line")
-    numbers = parse_wer_line(lines[0], f"{best_file}:1")
-    best = BEST_NAME.search(os.path.basename(numbers["source"]))
+        raise ScoringError(f"{source}: empty; expected a Kaldi %WER line")
+    numbers = parse_wer_line(lines[0], f"{source}:1")
+    best = BEST_NAME.search(os.path.basename(numbers["source"] or source))
     decode = ScoredDecode(path=path, cer=numbers["rate"], errors=numbers["errors"],
                           total=numbers["total"], ins=numbers["ins"], dels=numbers["dels"],
                           subs=numbers["subs"], lmwt=best.group("lmwt") if best else "",
-                          wip=(best.group("wip") or "") if best else "")
-    load_utterances(decode, scoring if os.path.isdir(scoring) else path)
+                          wip=(best.group("wip") or "") if best else "",
+                          failed=numbers["absent"], lmwts=scored_lm_weights(path))
+    load_utterances(decode, scoring if os.path.isdir(scoring) else path, setting is None)
     return decode

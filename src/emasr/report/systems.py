@@ -1,9 +1,14 @@
 """What an exp dir holds, for the report: a trained network (conf.yaml, metrics.jsonl, decode dirs
-for the global and the EMA model) or a GMM system (decode dirs only).
+for the global and the averaged models) or a GMM system (decode dirs only).
 
-A network exp dir gives up to two rows of the paper's table: its strategy with the global model
-(`decode_<set>`, final.pt) and, when it kept an EMA, `<strategy>+ema` (`decode_<set>_ema`, ema.pt):
-EMA never changes what the workers compute, so one training run serves both rows.
+A network exp dir gives a row of the paper's table for its strategy with the global model
+(`decode_<set>`, final.pt) and one `<strategy>+<name>` row for each averaged model it kept
+(emasr.nnet.averages: `decode_<set>_<name>`, <name>.pt): averaged models never change what the
+workers compute, so one training run serves them all.
+
+The scoring protocol: a decode's LM weight and insertion penalty are chosen on dev (its best
+setting there) and the test CER is read at that setting; Kaldi's best-on-test CER is kept beside
+it as a secondary number.
 """
 from __future__ import annotations
 
@@ -13,13 +18,46 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from emasr.nnet.averages import AVERAGED_MODELS, enabled_names
+from emasr.nnet.sync import STRATEGIES
 from emasr.report.metrics import TrainingMetrics, read_metrics
 from emasr.report.scoring import ScoredDecode, read_decode_dir
 
 logger = logging.getLogger(__name__)
 
 SETS = ("dev", "test")
-MODELS = ("final", "ema")
+MODELS = ("final", *AVERAGED_MODELS)
+
+
+def parse_label(label: str) -> tuple[str, str]:
+    """A row label -> (sync rule, model): 'bmuf+ema' -> ('bmuf', 'ema'), 'ma' -> ('ma', 'final');
+    ValueError for a name no registry knows."""
+    base, plus, model = label.partition("+")
+    if base not in STRATEGIES or (plus and model not in AVERAGED_MODELS):
+        raise ValueError(f"'{label}': expected one of {', '.join(STRATEGIES)}, optionally "
+                         f"+{'/+'.join(AVERAGED_MODELS)}")
+    return base, model if plus else "final"
+
+
+@dataclass
+class TunedDecodes:
+    """A model's decodes under the protocol: dev at its best setting, test at dev's setting, and
+    test at its own best setting (Kaldi's best-on-test, secondary)."""
+    dev: ScoredDecode | None = None
+    test: ScoredDecode | None = None
+    test_best: ScoredDecode | None = None
+
+    def get(self, set_name: str) -> ScoredDecode | None:
+        return {"dev": self.dev, "test": self.test, "test_best": self.test_best}[set_name]
+
+
+def read_tuned(dev_dir: str, test_dir: str) -> TunedDecodes:
+    dev = read_decode_dir(dev_dir) if os.path.isdir(dev_dir) else None
+    test_best = read_decode_dir(test_dir) if os.path.isdir(test_dir) else None
+    test = None
+    if dev is not None and test_best is not None:
+        test = read_decode_dir(test_dir, (dev.lmwt, dev.wip))
+    return TunedDecodes(dev, test, test_best)
 
 
 @dataclass
@@ -30,23 +68,36 @@ class NetworkRun:
     seed: int
     lr: float
     workers: int | None
-    has_ema: bool
+    averages: list[str]        # the averaged models the run kept (ema, avg, lastk)
     metrics: TrainingMetrics
-    decodes: dict[tuple[str, str], ScoredDecode] = field(default_factory=dict)  # (set, model)
+    tuned: dict[str, TunedDecodes] = field(default_factory=dict)   # model -> its decodes
+
+    @property
+    def decodes(self) -> dict[tuple[str, str], ScoredDecode]:
+        """(set, model) -> the protocol's result: dev at its best, test at dev's setting."""
+        return {(set_name, model): t.get(set_name) for model, t in self.tuned.items()
+                for set_name in SETS if t.get(set_name) is not None}
+
+    def keeps(self, model: str) -> bool:
+        return model == "final" or model in self.averages
 
     def dev_acc(self, model: str) -> float | None:
-        value = self.metrics.final.get("dev_acc_ema" if model == "ema" else "dev_acc")
+        value = self.metrics.final.get("dev_acc" if model == "final" else f"dev_acc_{model}")
         return None if value is None else float(value)
 
     def label(self, model: str) -> str:
-        return f"{self.strategy}+ema" if model == "ema" else self.strategy
+        return self.strategy if model == "final" else f"{self.strategy}+{model}"
 
 
 @dataclass
 class GmmSystem:
     exp_dir: str
     name: str
-    decodes: dict[str, ScoredDecode] = field(default_factory=dict)   # set -> result
+    tuned: TunedDecodes = field(default_factory=TunedDecodes)
+
+    @property
+    def decodes(self) -> dict[str, ScoredDecode]:
+        return {s: self.tuned.get(s) for s in SETS if self.tuned.get(s) is not None}
 
 
 def is_network_dir(path: str) -> bool:
@@ -63,9 +114,13 @@ def read_workers(exp_dir: str, strategy: str) -> int | None:
     return 1 if strategy == "single" else None
 
 
-def decode_dir_names(set_name: str, model: str) -> list[str]:
-    return [f"decode_{set_name}_ema"] if model == "ema" else [f"decode_{set_name}",
-                                                              f"decode_{set_name}_final"]
+def decode_dir_name(exp_dir: str, set_name: str, model: str) -> str:
+    """decode_<set> (or decode_<set>_final) for the global model, decode_<set>_<name> else."""
+    if model != "final":
+        return os.path.join(exp_dir, f"decode_{set_name}_{model}")
+    plain = os.path.join(exp_dir, f"decode_{set_name}")
+    other = os.path.join(exp_dir, f"decode_{set_name}_final")
+    return other if not os.path.isdir(plain) and os.path.isdir(other) else plain
 
 
 def read_network_run(exp_dir: str) -> NetworkRun:
@@ -82,28 +137,19 @@ def read_network_run(exp_dir: str) -> NetworkRun:
     run = NetworkRun(
         exp_dir=exp_dir, arch=config.get("model", {}).get("type", "?"), strategy=strategy,
         seed=int(train.get("init_seed", 0)), lr=float(train.get("lr", float("nan"))),
-        workers=read_workers(exp_dir, strategy),
-        has_ema=sync.get("ema_decay") is not None or sync.get("ema_half_life_frames") is not None,
-        metrics=metrics)
-    for set_name in SETS:
-        for model in MODELS:
-            for name in decode_dir_names(set_name, model):
-                path = os.path.join(exp_dir, name)
-                result = read_decode_dir(path) if os.path.isdir(path) else None
-                if result is not None:
-                    run.decodes[(set_name, model)] = result
-                    break
+        workers=read_workers(exp_dir, strategy), averages=enabled_names(config), metrics=metrics)
+    for model in MODELS:
+        tuned = read_tuned(decode_dir_name(exp_dir, "dev", model),
+                           decode_dir_name(exp_dir, "test", model))
+        if tuned.dev or tuned.test_best:
+            run.tuned[model] = tuned
     return run
 
 
 def read_gmm_system(exp_dir: str) -> GmmSystem:
-    system = GmmSystem(exp_dir, os.path.basename(os.path.normpath(exp_dir)))
-    for set_name in SETS:
-        path = os.path.join(exp_dir, f"decode_{set_name}")
-        result = read_decode_dir(path) if os.path.isdir(path) else None
-        if result is not None:
-            system.decodes[set_name] = result
-    return system
+    return GmmSystem(exp_dir, os.path.basename(os.path.normpath(exp_dir)),
+                     read_tuned(os.path.join(exp_dir, "decode_dev"),
+                                os.path.join(exp_dir, "decode_test")))
 
 
 def read_exp_dirs(paths: list[str]) -> tuple[list[NetworkRun], list[GmmSystem]]:
@@ -127,12 +173,21 @@ def best_by_dev(runs: list[NetworkRun], model: str) -> NetworkRun | None:
     return max(scored, key=lambda r: r.dev_acc(model))
 
 
-def select_runs(networks: list[NetworkRun], arch: str, label: str) -> list[NetworkRun]:
-    """The runs behind one table row, one per seed (learning rate tuned on dev)."""
-    base, _, ema = label.partition("+")
-    model = "ema" if ema else "final"
+def worker_counts(networks: list[NetworkRun], arch: str, label: str) -> list[int | None]:
+    """The worker counts that have runs for a row label, ascending ([None] when none ran)."""
+    base, model = parse_label(label)
+    counts = {r.workers for r in networks if r.arch == arch and r.strategy == base
+              and r.keeps(model)}
+    return sorted(counts, key=lambda n: -1 if n is None else n) or [None]
+
+
+def select_runs(networks: list[NetworkRun], arch: str, label: str,
+                workers: int | None = None) -> list[NetworkRun]:
+    """The runs behind one table row, one per seed (learning rate tuned on dev); with `workers`,
+    only the runs with that many workers."""
+    base, model = parse_label(label)
     candidates = [r for r in networks if r.arch == arch and r.strategy == base
-                  and (model == "final" or r.has_ema)]
+                  and r.keeps(model) and (workers is None or r.workers == workers)]
     by_seed: dict[int, list[NetworkRun]] = {}
     for run in candidates:
         by_seed.setdefault(run.seed, []).append(run)

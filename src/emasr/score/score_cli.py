@@ -3,7 +3,11 @@
 
 For every LM weight LMWT and word insertion penalty WIP, the best path of each lattice under
 `graph + acoustic / LMWT + WIP * #words` gives a hypothesis; references and hypotheses are
-filtered (<UNK>, <SPOKEN_NOISE>, silence words) and scored. Files, as Kaldi writes them:
+filtered (<UNK>, <SPOKEN_NOISE>, silence words) and scored. LM weights may be fractional
+(`--lmwt-step 0.1`: a network decoded at acoustic scale 0.5 is best near LMWT 2, where Kaldi's
+integer grid moves the acoustic scale by a third). An utterance of the data dir without a lattice
+(its decode failed) is scored as all deletions, and the step fails when more than
+`--max-failed-fraction` of the utterances have none. Files, as Kaldi writes them:
   <decode>/{wer,cer}_LMWT_WIP                 compute-wer output (%WER / %SER / Scored lines)
   <decode>/scoring_kaldi/test_filt.txt        filtered references
   <decode>/scoring_kaldi/penalty_WIP/LMWT.txt hypotheses
@@ -44,13 +48,21 @@ def parse_penalties(text: str) -> list[str]:
     return values
 
 
-def decode_hypotheses(decode_dir: str, word_symbols: dict[int, str], lmwts: list[int],
-                      penalties: list[str]) -> dict[tuple[int, str], dict[str, list[str]]]:
+def lm_weights(low: float, high: float, step: float) -> list[str]:
+    """low, low + step, ..., high as file-name strings: '7', '8' for integers, '1.9', '2' for a
+    fractional step (the names Kaldi's integer grid would give where they coincide)."""
+    count = int(round((high - low) / step)) + 1
+    values = [round(low + i * step, 6) for i in range(count)]
+    return [f"{v:g}" for v in values if v <= high + 1e-9]
+
+
+def decode_hypotheses(decode_dir: str, word_symbols: dict[int, str], lmwts: list[str],
+                      penalties: list[str]) -> dict[tuple[str, str], dict[str, list[str]]]:
     """Best-path words of every lattice in <decode>/lat.*.gz for each (LMWT, WIP)."""
     paths = sorted(glob.glob(os.path.join(decode_dir, "lat.*.gz")))
     if not paths:
         raise click.ClickException(f"expected lattices {decode_dir}/lat.*.gz to exist")
-    hyps: dict[tuple[int, str], dict[str, list[str]]] = {
+    hyps: dict[tuple[str, str], dict[str, list[str]]] = {
         (lmwt, penalty): {} for lmwt in lmwts for penalty in penalties}
     for path in paths:
         for batch in batches(progress(read_lattices(path), logger=logger,
@@ -88,7 +100,7 @@ def best_line(lines: dict[str, str]) -> tuple[str, str]:
     return min(lines.items(), key=rate)
 
 
-def write_details(details_dir: str, lmwt: int, penalty: str, refs, hyps, utt2spk) -> None:
+def write_details(details_dir: str, lmwt: str, penalty: str, refs, hyps, utt2spk) -> None:
     os.makedirs(details_dir, exist_ok=True)
     with atomic_write(os.path.join(details_dir, "lmwt")) as f:
         f.write(f"{lmwt}\n")
@@ -115,15 +127,36 @@ def score_metric(metric: str, decode_dir: str, refs_words, hyps_words, utt2spk) 
     scoring = os.path.join(decode_dir, "scoring_kaldi")
     with atomic_write(os.path.join(scoring, f"best_{metric}")) as f:
         f.write(f"{line} {name}\n")
-    lmwt, penalty = re.fullmatch(rf"{metric}_(\d+)_(.+)", os.path.basename(name)).groups()
-    best_hyps = hyps_words[(int(lmwt), penalty)]
-    write_details(os.path.join(scoring, f"{metric}_details"), int(lmwt), penalty, refs,
+    lmwt, penalty = re.fullmatch(rf"{metric}_([\d.]+)_(.+)", os.path.basename(name)).groups()
+    best_hyps = hyps_words[(lmwt, penalty)]
+    write_details(os.path.join(scoring, f"{metric}_details"), lmwt, penalty, refs,
                   {u: to_units(w, metric) for u, w in best_hyps.items()}, utt2spk)
     return f"{line} {name}"
 
 
+class TooManyFailures(click.ClickException):
+    """More utterances of the data dir have no lattice than the step allows."""
+
+
+def check_failures(refs: dict, hyps: dict, max_fraction: float, decode_dir: str) -> None:
+    """Log the utterances without a lattice; fail (naming the first few) above `max_fraction`."""
+    failed = sorted(set(refs) - set(hyps))
+    if not failed:
+        return
+    share = len(failed) / len(refs)
+    first = ", ".join(failed[:5]) + (", ..." if len(failed) > 5 else "")
+    if share > max_fraction:
+        raise TooManyFailures(
+            f"{decode_dir}: {len(failed)} of {len(refs)} utterances ({100 * share:.1f}%) have no "
+            f"lattice (their decode failed; see {decode_dir}/log/decode.*.log), more than the "
+            f"allowed {100 * max_fraction:g}% (--max-failed-fraction): {first}")
+    logger.warning("%d of %d utterances have no lattice (their decode failed), scored as "
+                   "deletions: %s", len(failed), len(refs), first)
+
+
 def score_decode_dir(data_dir: str, graph_dir: str, decode_dir: str, metrics: list[str],
-                     lmwts: list[int], penalties: list[str]) -> list[str]:
+                     lmwts: list[str], penalties: list[str],
+                     max_failed_fraction: float = 0.05) -> list[str]:
     for path in (os.path.join(data_dir, "text"), os.path.join(graph_dir, "words.txt")):
         if not os.path.isfile(path):
             raise click.ClickException(f"expected file {path} to exist")
@@ -133,21 +166,24 @@ def score_decode_dir(data_dir: str, graph_dir: str, decode_dir: str, metrics: li
     utt2spk_path = os.path.join(data_dir, "utt2spk")
     utt2spk = read_table(utt2spk_path) if os.path.isfile(utt2spk_path) else {}
     hyps = decode_hypotheses(decode_dir, word_symbols, lmwts, penalties)
+    check_failures(refs, next(iter(hyps.values())), max_failed_fraction, decode_dir)
     scoring = os.path.join(decode_dir, "scoring_kaldi")
     write_table(os.path.join(scoring, "test_filt.txt"), {u: " ".join(w) for u, w in refs.items()})
     for (lmwt, penalty), table in hyps.items():
         write_table(os.path.join(scoring, f"penalty_{penalty}", f"{lmwt}.txt"),
                     {u: " ".join(w) for u, w in table.items()})
-    missing = len(set(refs) - set(next(iter(hyps.values()))))
-    if missing:
-        logger.warning("%d of %d reference utterances have no lattice (scored as deletions)",
-                       missing, len(refs))
     return [score_metric(m, decode_dir, refs, hyps, utt2spk) for m in metrics]
 
 
 @click.command("score-lattices")
-@click.option("--min-lmwt", type=int, default=7, show_default=True)
-@click.option("--max-lmwt", type=int, default=17, show_default=True)
+@click.option("--min-lmwt", type=float, default=7, show_default=True)
+@click.option("--max-lmwt", type=float, default=17, show_default=True)
+@click.option("--lmwt-step", type=float, default=1.0, show_default=True,
+              help="Step of the LM-weight grid (0.1: fractional weights, file names cer_1.9_0.5).")
+@click.option("--max-failed-fraction", type=click.FloatRange(0, 1), default=0.05,
+              show_default=True, help="Fail when more than this share of the data dir's "
+                                      "utterances have no lattice (the rest are scored as "
+                                      "deletions).")
 @click.option("--word-ins-penalty", default="0.0,0.5,1.0", show_default=True,
               help="Comma-separated word insertion penalties.")
 @click.option("--metric", "metrics", type=click.Choice(["wer", "cer"]), multiple=True,
@@ -155,19 +191,21 @@ def score_decode_dir(data_dir: str, graph_dir: str, decode_dir: str, metrics: li
 @click.argument("data_dir", type=click.Path(file_okay=False))
 @click.argument("graph_dir", type=click.Path(file_okay=False))
 @click.argument("decode_dir", type=click.Path(file_okay=False))
-def score_lattices_cli(min_lmwt, max_lmwt, word_ins_penalty, metrics, data_dir, graph_dir,
-                       decode_dir):
+def score_lattices_cli(min_lmwt, max_lmwt, lmwt_step, max_failed_fraction, word_ins_penalty,
+                       metrics, data_dir, graph_dir, decode_dir):
     """Score DECODE_DIR/lat.*.gz against DATA_DIR/text for a range of LM weights and word
     insertion penalties; GRAPH_DIR (or a lang dir) gives words.txt."""
-    if min_lmwt < 1 or max_lmwt < min_lmwt:
-        raise click.BadParameter(f"need 1 <= --min-lmwt <= --max-lmwt, got {min_lmwt}, {max_lmwt}")
+    if min_lmwt <= 0 or max_lmwt < min_lmwt or lmwt_step <= 0:
+        raise click.BadParameter(f"need 0 < --min-lmwt <= --max-lmwt and --lmwt-step > 0, got "
+                                 f"{min_lmwt:g}, {max_lmwt:g}, {lmwt_step:g}")
     try:
         penalties = parse_penalties(word_ins_penalty)
     except ValueError:
         raise click.BadParameter(f"expected numbers separated by commas, got '{word_ins_penalty}'",
                                  param_hint="--word-ins-penalty") from None
     for line in score_decode_dir(data_dir, graph_dir, decode_dir, list(metrics),
-                                 list(range(min_lmwt, max_lmwt + 1)), penalties):
+                                 lm_weights(min_lmwt, max_lmwt, lmwt_step), penalties,
+                                 max_failed_fraction):
         click.echo(line)
 
 

@@ -58,23 +58,30 @@ def count_errors(ref: list[str], hyp: list[str]) -> ErrorCounts:
 
 
 def score_texts(refs: Mapping[str, list[str]], hyps: Mapping[str, list[str]]) -> ErrorCounts:
-    """Kaldi's compute-wer --mode=present (what score_kaldi.sh runs): utterances without a
-    hypothesis are counted as absent and not scored; the %WER line is then marked [PARTIAL]."""
+    """Error counts over every reference utterance. An utterance without a hypothesis (its decode
+    failed) is scored as all deletions and counted in `absent`: dropping it, as Kaldi's
+    compute-wer --mode=present does, would make a decode that fails on hard utterances look
+    better than one that gets them wrong."""
     total = ErrorCounts()
     for utt, ref in refs.items():
-        if utt in hyps:
-            total.add(count_errors(ref, hyps[utt]))
-        else:
+        total.add(count_errors(ref, hyps.get(utt, [])))
+        if utt not in hyps:
             total.absent += 1
     return total
 
 
+def absent_note(absent: int, sents: int) -> str:
+    """The %WER line's note on failed decodes (emasr.report.scoring parses it back)."""
+    return f" [{absent} of {sents} utterances without a hypothesis, scored as deletions]"
+
+
 def wer_lines(counts: ErrorCounts) -> str:
-    """compute-wer's output, e.g. `%WER 7.48 [ 7839 / 104765, 285 ins, 454 del, 7100 sub ]`."""
-    partial = " [PARTIAL]" if counts.absent else ""
+    """compute-wer's output, e.g. `%WER 7.48 [ 7839 / 104765, 285 ins, 454 del, 7100 sub ]`; with
+    utterances that have no hypothesis, the line says how many (they are in the counts)."""
+    note = absent_note(counts.absent, counts.sents) if counts.absent else ""
     ser = 100.0 * counts.sent_errors / counts.sents if counts.sents else 0.0
     return (f"%WER {counts.rate:.2f} [ {counts.errors} / {counts.ref_len}, {counts.ins} ins, "
-            f"{counts.dels} del, {counts.subs} sub ]{partial}\n"
+            f"{counts.dels} del, {counts.subs} sub ]{note}\n"
             f"%SER {ser:.2f} [ {counts.sent_errors} / {counts.sents} ]\n"
             f"Scored {counts.sents} sentences, {counts.absent} not present in hyp.\n")
 

@@ -1,4 +1,4 @@
-"""Synchronization rules for block-synchronous data-parallel training (DESIGN.md section 4).
+"""Synchronization rules for block-synchronous data-parallel training (docs/design.md, "The steps").
 
 Each rule is a small object that knows nothing about processes: the trainer hands it the mean of
 the workers' local models (one flat vector, W̄) after every block of tau minibatches; the rule
@@ -12,11 +12,14 @@ from emasr.nnet.sync.ema import ExponentialMovingAverage, decay_from_half_life
 from emasr.nnet.sync.ma import ModelAveraging
 from emasr.nnet.sync.single import NoSync
 
+# The sync rules by name (the one registry: config checks, train.sh, the recipe's rows and the
+# report read it).
 STRATEGIES = ("single", "ma", "bmuf")
 
 
 def make_rule(strategy: str, world_size: int, block_lr: float = 1.0,
-              block_momentum: float | None = None, nesterov: bool = True):
+              block_momentum: float | None = None, nesterov: bool = True,
+              warmup_blocks: int = 0):
     """The sync rule for `strategy`; BMUF's block momentum defaults to 1 - 1/N."""
     if strategy == "single":
         if world_size != 1:
@@ -27,7 +30,8 @@ def make_rule(strategy: str, world_size: int, block_lr: float = 1.0,
         return ModelAveraging()
     if strategy == "bmuf":
         eta = 1.0 - 1.0 / world_size if block_momentum is None else block_momentum
-        return BlockMomentum(block_momentum=eta, block_lr=block_lr, nesterov=nesterov)
+        return BlockMomentum(block_momentum=eta, block_lr=block_lr, nesterov=nesterov,
+                             warmup_blocks=warmup_blocks)
     raise ValueError(f"unknown sync strategy '{strategy}'; expected one of {', '.join(STRATEGIES)}")
 
 

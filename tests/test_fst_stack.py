@@ -2,7 +2,7 @@
 import subprocess
 import sys
 
-from emasr.stack import smoke_test
+from emasr.fst_stack import smoke_test
 
 
 def test_stack_composes_and_decodes():
@@ -11,7 +11,7 @@ def test_stack_composes_and_decodes():
 
 def test_stack_imports_in_one_fresh_process():
     # A fresh interpreter, so the import order is really the package's (a deadlock would time out).
-    code = "from emasr.stack import smoke_test, import_kaldilm; print(smoke_test()); import_kaldilm()"
+    code = "from emasr.fst_stack import smoke_test, import_kaldilm; print(smoke_test()); import_kaldilm()"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[10, 20]"

@@ -1,8 +1,9 @@
 """The FST stack in the order the package imports it, with a smoke test that exercises all of it.
 
 kaldi_hmm_gmm must be imported before kaldifst/kaldi_decoder, and kaldilm last: other orders can
-deadlock at import time (DESIGN.md, "Known pitfalls"). Modules that need the stack import it from
-here so that the order is decided in one place.
+deadlock at import time (docs/design.md, "Known pitfalls"). Modules that need the stack import it
+from here so that the order is decided in one place. (Named fst_stack, not stack, so that it is not
+mistaken for frame stacking in emasr.feats.)
 """
 from __future__ import annotations
 

@@ -1,0 +1,185 @@
+"""Cross-checks between the files that meet in a step: pdf counts and tree identity.
+
+A targets dir, a transition model (final.mdl), a tree, a graph dir and a network each fix a number
+of pdfs; where two of them meet (training, graph building, decoding) a disagreement means their
+outputs are silently wrong, or the C++ decoder aborts on the first utterance. `emasr
+check-compatible` compares every pair it is given, before a step does any work, and names both
+files and both numbers (as Kaldi's utils/check_phones_compatible.sh does for phone sets).
+
+A graph dir records the identity of the tree it was built with in ``tree.sha256`` (a digest of
+the tree's Kaldi binary serialisation, so a text and a binary copy of one tree agree); a decoder
+refuses a model whose tree differs, since the graph's transition ids then mean other HMM states
+even when the number of pdfs agrees.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+
+import click
+
+TREE_DIGEST_FILE = "tree.sha256"
+
+
+class CompatError(ValueError):
+    """Two inputs of a step do not belong together; the message names both files."""
+
+
+@dataclass
+class PdfCount:
+    """How many pdfs one input has, and where that number was read."""
+    source: str
+    num_pdfs: int
+
+
+# -- how many pdfs each kind of input has --
+
+def _read_count(path: str) -> int:
+    if not os.path.isfile(path):
+        raise CompatError(f"expected file {path} to exist")
+    text = open(path).read().strip()
+    try:
+        return int(text)
+    except ValueError:
+        raise CompatError(f"{path}: expected one integer (a number of pdfs), got "
+                          f"'{text[:40]}'") from None
+
+
+def model_pdfs(path: str) -> PdfCount:
+    from emasr.gmm.kaldi_io import KaldiFormatError
+    from emasr.gmm.transitions import load_transition_table
+
+    if not os.path.isfile(path):
+        raise CompatError(f"expected file {path} to exist")
+    try:
+        return PdfCount(path, load_transition_table(path).num_pdfs)
+    except (KaldiFormatError, ValueError) as err:
+        raise CompatError(f"{path}: not a readable Kaldi model: {err}") from None
+
+
+def tree_pdfs(path: str) -> PdfCount:
+    return PdfCount(path, _load_tree(path).num_pdfs)
+
+
+def targets_pdfs(targets_dir: str) -> PdfCount:
+    path = os.path.join(targets_dir, "num_pdfs")
+    return PdfCount(path, _read_count(path))
+
+
+def graph_pdfs(graph_dir: str) -> PdfCount:
+    path = os.path.join(graph_dir, "num_pdfs")
+    return PdfCount(path, _read_count(path))
+
+
+def network_pdfs(path: str) -> PdfCount:
+    from emasr.nnet import checkpoint
+
+    if not os.path.isfile(path):
+        raise CompatError(f"expected file {path} to exist")
+    try:
+        return PdfCount(path, int(checkpoint.load(path)["num_pdfs"]))
+    except (KeyError, TypeError):
+        raise CompatError(f"{path}: expected a network file with num_pdfs") from None
+
+
+def check_pdf_counts(counts: list[PdfCount]) -> None:
+    """Every count equals the first; the error names the first disagreeing pair."""
+    for other in counts[1:]:
+        if other.num_pdfs != counts[0].num_pdfs:
+            raise CompatError(f"{counts[0].source} has {counts[0].num_pdfs} pdfs but "
+                              f"{other.source} has {other.num_pdfs}: they do not belong together")
+
+
+# -- tree identity --
+
+def _load_tree(path: str):
+    from emasr.gmm.kaldi_io import KaldiFormatError
+    from emasr.gmm.model_io import read_tree
+
+    if not os.path.isfile(path):
+        raise CompatError(f"expected file {path} to exist")
+    try:
+        return read_tree(path)
+    except (KaldiFormatError, ValueError, RuntimeError) as err:
+        raise CompatError(f"{path}: not a readable Kaldi tree: {err}") from None
+
+
+def tree_digest(path: str) -> str:
+    """sha256 of the tree's binary serialisation (the same for a binary and a text copy)."""
+    payload = bytes(b & 0xFF for b in _load_tree(path).__getstate__()[0])
+    return hashlib.sha256(payload).hexdigest()
+
+
+def record_tree(graph_dir: str, tree_path: str) -> None:
+    """Write <graph_dir>/tree.sha256 for the decoders' check."""
+    from emasr.io.atomic import atomic_write
+
+    with atomic_write(os.path.join(graph_dir, TREE_DIGEST_FILE)) as f:
+        f.write(tree_digest(tree_path) + "\n")
+
+
+def check_graph_tree(graph_dir: str, tree_path: str) -> None:
+    """The graph was built with this tree (graphs without tree.sha256, e.g. Kaldi's, pass)."""
+    recorded_path = os.path.join(graph_dir, TREE_DIGEST_FILE)
+    if not os.path.isfile(recorded_path):
+        return
+    recorded = open(recorded_path).read().split()
+    if recorded[:1] != [tree_digest(tree_path)]:
+        raise CompatError(f"{graph_dir}/HCLG.fst was built with another tree than {tree_path} "
+                          f"({recorded_path} differs): rebuild the graph with utils/mkgraph.sh "
+                          "for this model")
+
+
+def check_tree_matches_model(tree_path: str, model_path: str) -> None:
+    """The model's transition tuples are those the tree gives for the model's own topology."""
+    import kaldi_hmm_gmm
+
+    from emasr.gmm.model_io import build_topology
+    from emasr.gmm.transitions import load_transition_table
+
+    tree = _load_tree(tree_path)
+    check_pdf_counts([model_pdfs(model_path), PdfCount(tree_path, tree.num_pdfs)])
+    table = load_transition_table(model_path)
+    try:
+        rebuilt = kaldi_hmm_gmm.TransitionModel(tree, build_topology(table.topology))
+    except RuntimeError as err:
+        raise CompatError(f"{tree_path} does not fit the topology of {model_path}: {err}") from None
+    expected = sorted(t.__getstate__() for t in rebuilt.tuples)
+    actual = sorted((t.phone, t.hmm_state, t.forward_pdf, t.self_loop_pdf) for t in table.tuples)
+    if expected != actual:
+        raise CompatError(f"{tree_path} is not the tree of {model_path}: its pdfs for the model's "
+                          "phones and HMM states differ (the model was built from another tree)")
+
+
+# -- command line --
+
+@click.command("check-compatible")
+@click.option("--targets", "targets_dir", default=None, help="A targets dir (its num_pdfs).")
+@click.option("--model", default=None, help="A Kaldi final.mdl (its transition model).")
+@click.option("--tree", default=None, help="A Kaldi tree; checked against --model and --graph.")
+@click.option("--graph", "graph_dir", default=None,
+              help="A graph dir (its num_pdfs and tree.sha256, where it has them).")
+@click.option("--network", default=None, help="A network file (final.pt, ema.pt).")
+def check_compatible_cli(targets_dir, model, tree, graph_dir, network):
+    """Check that the inputs given agree: the same number of pdfs for all of them, --tree the
+    tree of --model, and --graph built with --tree. Exits 1 naming both files on a mismatch."""
+    try:
+        counts = []
+        if targets_dir:
+            counts.append(targets_pdfs(targets_dir))
+        if network:
+            counts.append(network_pdfs(network))
+        if model:
+            counts.append(model_pdfs(model))
+        if tree:
+            counts.append(tree_pdfs(tree))
+        if graph_dir and os.path.isfile(os.path.join(graph_dir, "num_pdfs")):
+            counts.append(graph_pdfs(graph_dir))
+        check_pdf_counts(counts)
+        if tree and model:
+            check_tree_matches_model(tree, model)
+        if tree and graph_dir:
+            check_graph_tree(graph_dir, tree)
+    except CompatError as err:
+        raise click.ClickException(str(err)) from None

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# What every recipe's run.sh shares, sourced after its options are parsed and it is in its own
+# directory: log lines in icefall's style, `run` (log a command, then run it), the ERR trap that
+# names the failed command, stage selection and the stage done markers.
+#
+# A recipe sets `stage`, `stop_stage` and `last_stage` (its highest stage number) and may define
+# `stage_settings N`, which prints the options that shape stage N as key=value words: the done
+# marker records them, and a later run whose settings differ stops instead of silently reusing
+# the stage's outputs.
+
+log() {
+  # log "message": time, the calling file, line and function, then the message
+  local fname=${BASH_SOURCE[1]##*/}
+  echo -e "$(date '+%Y-%m-%d %H:%M:%S') (${fname}:${BASH_LINENO[0]}:${FUNCNAME[1]:-main}) $*"
+}
+
+current_command=
+trap 'rc=$?; log "FAILED (exit $rc): ${current_command:-$BASH_COMMAND}; the log to read is named above"' ERR
+
+run() {
+  # run CMD...: log the command, then run it (set -e stops the recipe when it fails)
+  current_command="$*"
+  log "running: $*"
+  "$@"
+  current_command=
+}
+
+check_stage_range() {
+  # --stage and --stop-stage must be stage numbers of this recipe (before any work)
+  local value
+  for value in "stage=$stage" "stop-stage=$stop_stage"; do
+    if ! [[ ${value#*=} =~ ^[0-9]+$ ]] || [ "${value#*=}" -gt "$last_stage" ]; then
+      echo "$0: --${value%%=*} must be a stage number from 0 to $last_stage, got '${value#*=}'" >&2
+      exit 1
+    fi
+  done
+}
+
+stage_on() {
+  [ "$stage" -le "$1" ] && [ "$stop_stage" -ge "$1" ]
+}
+
+settings_of() {
+  # settings_of N: the recipe's stage_settings N, or nothing when it defines none
+  if declare -F stage_settings > /dev/null; then stage_settings "$1"; fi
+}
+
+key_values() {
+  # key_values KEY...: "key=value ..." of these variables, each value one word (spaces -> commas)
+  local key value out=""
+  for key in "$@"; do
+    value=${!key}
+    out="$out${out:+ }$key=${value// /,}"
+  done
+  echo "$out"
+}
+
+settings_changes() {
+  # settings_changes RECORDED CURRENT: "key: 'recorded' -> 'current'" for the keys that differ
+  local word key out=""
+  declare -A was=()
+  for word in $1; do was[${word%%=*}]=${word#*=}; done
+  for word in $2; do
+    key=${word%%=*}
+    [ "${was[$key]-}" = "${word#*=}" ] || out="$out${out:+; }$key: '${was[$key]-}' -> '${word#*=}'"
+  done
+  echo "$out"
+}
+
+begin_stage() {
+  # begin_stage N "what": false (skip) when stage N's done marker exists; stops the recipe when
+  # the marker was written with other settings
+  local marker=exp/done/stage$1 recorded current
+  if [ -f "$marker" ]; then
+    recorded=$(sed -n 's/^settings: //p' "$marker")
+    current=$(settings_of "$1")
+    if [ -n "$recorded" ] && [ "$recorded" != "$current" ]; then
+      log "stage $1 ($2) was done with other settings ($(settings_changes "$recorded" "$current")):" \
+        "its outputs do not match this run. Remove $marker to redo it (and the stages after it)," \
+        "or run with the settings it was done with"
+      exit 1
+    fi
+    log "stage $1 ($2): done already ($marker: $(head -1 "$marker")); skipped"
+    return 1
+  fi
+  log "stage $1: $2"
+  stage_start=$(date +%s)
+}
+
+end_stage() {
+  # end_stage N: the done marker (seconds taken, date, the settings), written last and atomically
+  mkdir -p exp/done
+  {
+    echo "$(( $(date +%s) - stage_start )) s, finished $(date -u '+%Y-%m-%dT%H:%M:%SZ')"
+    echo "settings: $(settings_of "$1")"
+  } > "exp/done/stage$1.tmp"
+  mv "exp/done/stage$1.tmp" "exp/done/stage$1"
+  log "stage $1 done in $(( $(date +%s) - stage_start )) s"
+}
