@@ -42,6 +42,8 @@ def test_config_rejects_unknown_keys_and_bad_values():
         configs.resolve(None, ["train.final_lr=low"])
     with pytest.raises(configs.ConfigError, match=r"'sync.nesterov' must be true or false"):
         configs.resolve(None, ["sync.nesterov=3"])
+    # YAML 1.1 reads 1e-3 as a string: it is the number it says
+    assert configs.resolve(None, ["train.lr=1e-3"])["train"]["lr"] == 0.001
 
 
 def test_config_differences_ignore_resumable_keys():

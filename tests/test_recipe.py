@@ -23,6 +23,8 @@ def test_help_and_bad_options():
         assert result.returncode == 1, (option, value)
         assert f"{option} must be a stage number from 0 to 10, got '{value}'" in result.stderr
         assert "done" not in result.stdout
+    result = run_script([str(run), "--strategies", "single bmuf+foo", "--stage", "10"])
+    assert result.returncode != 0 and "'bmuf+foo': expected one of single, ma, bmuf" in result.stderr
 
 
 def test_a_stage_done_with_other_settings_stops_the_run(tmp_path):

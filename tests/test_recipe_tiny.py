@@ -21,8 +21,7 @@ from emasr.ali.targets import load_targets
 from emasr.gmm.model_io import read_model, read_tree
 from recipe_helpers import recipe_copy
 
-LABELS = ("single", "single+EMA", "single+avg", "single+lastk", "MA", "MA+EMA", "BMUF",
-          "BMUF+EMA", "BMUF+avg", "BMUF+lastk")
+LABELS = ("single", "single+EMA", "MA", "MA+EMA", "BMUF", "BMUF+EMA", "BMUF+avg", "BMUF+lastk")
 CER_WITH_INTERVAL = re.compile(r"^\d+\.\d\d \[-?\d+\.\d\d, \d+\.\d\d\]")
 
 

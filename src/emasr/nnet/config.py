@@ -150,14 +150,31 @@ NUMBERS_OR_NULL = {"train.final_lr", "sync.block_momentum", "sync.ema_decay",
                    "sync.ema_half_life_frames", "average.cumulative_start", "features.dim"}
 
 
+def as_number(text: str) -> float | int | None:
+    """'1e4' -> 10000.0 (YAML 1.1 reads exponents without a dot as strings), '3' -> 3."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def check_types(config: dict) -> None:
     """A value whose default is a number (or a flag) must be one: `train.lr=fast` is named here,
-    not as a bare float() error somewhere in training."""
+    not as a bare float() error somewhere in training. Numbers YAML left as strings ('1e-3') are
+    turned into numbers in place."""
     defaults = flatten({**DEFAULTS, "model": MODEL_DEFAULTS[config["model"]["type"]]})
     for key, value in flatten(config).items():
         default = 0.0 if key in NUMBERS_OR_NULL else defaults.get(key)
         if value is None or default is None:
             continue
+        if isinstance(value, str) and isinstance(default, (int, float)) \
+                and not isinstance(default, bool) and as_number(value) is not None:
+            section, name = key.split(".", 1)
+            value = config[section][name] = as_number(value)
         if isinstance(default, bool):
             ok = isinstance(value, bool)
         elif isinstance(default, (int, float)):

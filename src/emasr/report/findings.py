@@ -100,13 +100,17 @@ def ema_specificity_lines(rows: list[Row]) -> list[str]:
                 parallel = gain(rows, arch, base, "ema", workers)
                 if parallel is None or single is None:
                     continue
-                specific = parallel < single
+                if parallel >= 0:
+                    verdict_text = f"**the EMA brings {name(base)} no gain here**"
+                elif parallel < single:
+                    verdict_text = "**the gain is larger in parallel training**"
+                else:
+                    verdict_text = ("**the EMA's gain is not specific to parallel training here** "
+                                    "(the paper attributes it to parallel training)")
                 lines.append(
                     f"- {arch.upper()}, {workers} workers: the EMA changes {name(base)}'s test CER "
                     f"by {parallel:+.1f}% and a single worker's by {single:+.1f}% (relative): "
-                    + ("**the gain is larger in parallel training**" if specific else
-                       "**the EMA's gain is not specific to parallel training here** (the paper "
-                       "attributes it to parallel training)") + ".")
+                    f"{verdict_text}.")
         for base in ("single", "ma", "bmuf"):
             for workers in sorted({r.workers_key for r in rows if r.arch == arch and r.ran
                                    and r.base == base}):
