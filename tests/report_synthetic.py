@@ -107,12 +107,12 @@ def write_metrics(exp_dir: str, epochs: int, workers: int, ema: bool, acc0: floa
 def make_network_run(root: str, arch: str, strategy: str, seed: int, workers: int, ema: bool,
                      refs: dict[str, dict[str, str]], errors: dict[tuple[str, str], dict[str, int]],
                      lr: float = 0.1, acc0: float = 0.3, seconds_per_epoch: float = 10.0,
-                     epochs: int = 3) -> str:
+                     epochs: int = 3, lr_times_workers: bool = False) -> str:
     """errors: (set, model) -> utt -> substitutions; refs: set -> utt -> text."""
     exp_dir = os.path.join(root, f"{arch}_{strategy}_s{seed}_lr{lr:g}")
     os.makedirs(exp_dir)
     config = {"model": {"type": arch}, "train": {"lr": lr, "init_seed": seed, "epochs": epochs},
-              "sync": {"strategy": strategy, "block_size": 4,
+              "sync": {"strategy": strategy, "block_size": 4, "lr_times_workers": lr_times_workers,
                        "ema_decay": 0.9 if ema else None, "ema_half_life_frames": None}}
     with open(os.path.join(exp_dir, "conf.yaml"), "w", encoding="utf-8") as f:
         yaml.safe_dump(config, f)

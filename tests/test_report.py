@@ -287,7 +287,8 @@ def test_averaged_model_rows_and_worker_counts(tmp_path):
     for workers, (final, ema) in ((2, (3, 2)), (8, (4, 3))):
         dirs.append(make_network_run(str(tmp_path / f"n{workers}"), "dnn", "bmuf", 1, workers,
                                      True, refs, {(s, m): uniform(refs[s], n) for s in refs
-                                                  for m, n in (("final", final), ("ema", ema))}))
+                                                  for m, n in (("final", final), ("ema", ema))},
+                                     lr_times_workers=workers == 8))
     dirs.append(make_network_run(str(tmp_path), "dnn", "single", 1, 1, True, refs,
                                  {(s, m): uniform(refs[s], n) for s in refs
                                   for m, n in (("final", 3), ("ema", 1))}))
@@ -300,6 +301,7 @@ def test_averaged_model_rows_and_worker_counts(tmp_path):
     table = text.split("## Networks")[1].split("\n## ")[0]
     bmuf = [l for l in table.splitlines() if l.startswith("| DNN | BMUF |")]
     assert [l.split("|")[3].strip() for l in bmuf] == ["2", "8"]   # one row per worker count
+    assert [l.split("|")[5].strip() for l in bmuf] == ["0.1", "0.1 (x8)"]   # each worker at 8x
     # the single worker's EMA gains more (30% -> 10%) than BMUF's at 8 workers (40% -> 30%)
     assert ("DNN, 8 workers: the EMA changes BMUF's test CER by -25.0% and a single worker's by "
             "-66.7% (relative): **the EMA's gain is not specific to parallel training here**"

@@ -136,8 +136,9 @@ def grid_warnings(rows: list[Row]) -> list[str]:
         for (lmwt, _), grid in zip(summary.settings, summary.grids):
             problem = grid_problem(lmwt, grid)
             if problem:
-                lines.append(f"- {row.arch.upper()} {name(row.label)} ({row.workers()} workers): "
-                             f"the LM weight chosen on dev, {lmwt}, {problem}.")
+                lines.append(f"- {row.arch.upper()} {name(row.label)} ({row.workers()} "
+                             f"worker{'' if row.workers() == '1' else 's'}): the LM weight chosen "
+                             f"on dev, {lmwt}, {problem}.")
     return lines
 
 

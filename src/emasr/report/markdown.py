@@ -129,8 +129,9 @@ def run_section(rows: list[Row], gmm_dirs: list[str], out_dir: str) -> list[str]
         dirs = tuple(os.path.relpath(r.exp_dir, out_dir) for r in row.runs)
         if row.ran and dirs not in listed:   # the averaged models' rows share their runs
             listed.add(dirs)
-            lines.append(f"- {row.arch.upper()} {name(row.base)} ({row.workers()} workers): "
-                         f"{', '.join(dirs)}")
+            workers = row.workers()
+            lines.append(f"- {row.arch.upper()} {name(row.base)} ({workers} worker"
+                         f"{'' if workers == '1' else 's'}): {', '.join(dirs)}")
     for d in gmm_dirs:
         lines.append(f"- GMM: {os.path.relpath(d, out_dir)}")
     return lines

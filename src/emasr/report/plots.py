@@ -159,6 +159,7 @@ def plot_cer_vs_workers(rows: list[Row], archs: list[str], path: str) -> str | N
             ax.set(title=f"{arch.upper()}: {title}", xlabel="workers (single: N = 1)")
             ax.set_xscale("log", base=2)
             finish_axes(ax)
+    fig.tight_layout()
     return save(fig, path)
 
 

@@ -76,7 +76,10 @@ class Row:
         return [r.seed for r in self.runs]
 
     def learning_rates(self) -> str:
-        return ",".join(f"{lr:g}" for lr in sorted({r.lr for r in self.runs}))
+        """The configured rates; 'x N' where each worker ran at N times it (Kaldi's MA rule)."""
+        rates = sorted({(r.lr, r.workers if r.lr_times_workers else None) for r in self.runs},
+                       key=lambda item: (item[0], item[1] or 0))
+        return ",".join(f"{lr:g}" + (f" (x{n})" if n else "") for lr, n in rates)
 
     def seed_spread(self, set_name: str) -> float | None:
         """Standard deviation of the per-seed CERs (None with fewer than two seeds)."""

@@ -69,6 +69,7 @@ class NetworkRun:
     lr: float
     workers: int | None
     averages: list[str]        # the averaged models the run kept (ema, avg, lastk)
+    lr_times_workers: bool     # each worker ran at N x lr (sync.lr_times_workers)
     metrics: TrainingMetrics
     tuned: dict[str, TunedDecodes] = field(default_factory=dict)   # model -> its decodes
 
@@ -137,7 +138,8 @@ def read_network_run(exp_dir: str) -> NetworkRun:
     run = NetworkRun(
         exp_dir=exp_dir, arch=config.get("model", {}).get("type", "?"), strategy=strategy,
         seed=int(train.get("init_seed", 0)), lr=float(train.get("lr", float("nan"))),
-        workers=read_workers(exp_dir, strategy), averages=enabled_names(config), metrics=metrics)
+        workers=read_workers(exp_dir, strategy), averages=enabled_names(config),
+        lr_times_workers=bool(sync.get("lr_times_workers", False)), metrics=metrics)
     for model in MODELS:
         tuned = read_tuned(decode_dir_name(exp_dir, "dev", model),
                            decode_dir_name(exp_dir, "test", model))
