@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Peak resident memory per training worker at two corpus sizes (issue 10, item 4).
+"""Peak resident memory per training worker at two corpus sizes.
 
 Trains the same DNN on synthetic data of N and 4N utterances through the training entry point
 (`steps/nnet/train.sh`: torchrun, --workers gloo processes, one epoch) and samples every worker's

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Training speed checks (issue 8), each a ratio against a reference measured in the same run:
+"""Training speed checks, each a ratio against a reference measured in the same run:
 
 (a) the trainer's frames/s against a minimal hand-written PyTorch loop (same model, same data
     already in memory, same minibatch size and optimizer); target >= 90%;

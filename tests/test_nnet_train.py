@@ -23,6 +23,7 @@ from emasr.nnet.models import build_model
 from emasr.nnet.averages import build_averagers
 from emasr.nnet.sync import make_rule
 from emasr.nnet.trainer import Trainer, make_pipeline, open_targets, predict
+from emasr.report.metrics import read_metrics
 from conftest import REPO, run_script
 from nnet_synthetic import (DIM, NUM_PDFS, TINY_DNN, TINY_LSTM, make_corpus, make_problem,
                             write_targets)
@@ -186,14 +187,13 @@ def test_newbob_rejects_an_epoch_and_restores_the_state_it_started_from(problem,
     result = train(problem, exp, TINY_DNN + ["sync.strategy=single", "train.schedule=newbob",
                                              "train.epochs=3", "train.lr=0.2"])
     assert result.exit_code == 0, result.output
-    epochs = [json.loads(line) for line in open(exp / "metrics.jsonl")
-              if json.loads(line)["type"] == "epoch"]
+    epochs = read_metrics(exp / "metrics.jsonl").epochs
     assert [e["accepted"] for e in epochs] == [True, False, True]
     assert [e["lr"] for e in epochs] == [0.2, 0.2, 0.1]   # halved from the rejection on
     assert epochs[1]["dev_loss_rejected"] == 1.5 and epochs[1]["dev_loss"] == 1.0
     root = exp / "checkpoints"
-    start, rejected, after = (checkpoint.load(root / f"epoch00{e}-block000000" / name)
-                              for e, name in ((1, "rank0.pt"), (2, "rank0.pt"), (3, "rank0.pt")))
+    start, rejected, after = (checkpoint.load(root / f"epoch00{e}-block000000" / "rank0.pt")
+                              for e in (1, 2, 3))
     # the checkpoint after the rejected epoch holds the model it started from; epoch 3 trains on
     for key in start["model"]:
         assert torch.equal(start["model"][key], rejected["model"][key]), key
@@ -205,8 +205,7 @@ def test_exponential_schedule_decays_per_frame_to_the_final_rate(problem, tmp_pa
     result = train(problem, exp, TINY_DNN + ["sync.strategy=single", "train.epochs=3",
                                              "train.lr=0.1", "train.final_lr=0.01"])
     assert result.exit_code == 0, result.output
-    blocks = [json.loads(line) for line in open(exp / "metrics.jsonl")
-              if json.loads(line)["type"] == "block"]
+    blocks = read_metrics(exp / "metrics.jsonl").blocks
     rates = [b["lr"] for b in blocks]
     assert rates[0] == pytest.approx(0.1) and all(a > b for a, b in zip(rates, rates[1:]))
     # each block's rate is the decay at the frames all workers processed before it, against the

@@ -100,10 +100,15 @@ def check_labels(labels: np.ndarray, num_pdfs: int, utt: str, targets_dir: str) 
                         f"has {num_pdfs} outputs (ids 0..{num_pdfs - 1})")
 
 
-def validate_targets(targets, utts: list[str], num_pdfs: int, targets_dir: str) -> None:
-    """Check every pdf id of `utts` before training starts (targets are small next to features)."""
+def validate_targets(targets, utts: list[str], num_pdfs: int, targets_dir: str) -> dict[str, int]:
+    """Check every pdf id of `utts` before training starts (targets are small next to features);
+    returns each utterance's number of target frames."""
+    lengths = {}
     for utt in utts:
-        check_labels(np.asarray(targets.reader[utt]), num_pdfs, utt, targets_dir)
+        labels = np.asarray(targets.reader[utt])
+        check_labels(labels, num_pdfs, utt, targets_dir)
+        lengths[utt] = len(labels)
+    return lengths
 
 
 def chunk_indices(num_frames: int, chunk: int, left: int, delay: int) -> np.ndarray:

@@ -137,11 +137,14 @@ class Trainer:
                                  shard(train_utts, int(c["data"]["seed"]), self.rank, self.world),
                                  c["data"], self.model.sequence_model, self.rank,
                                  pin_memory=self.device.type == "cuda")
-        validate_targets(self.targets, self.data.utts + self.dev_utts[self.rank::self.world],
-                         self.num_pdfs, self.targets_dir)
-        # the frames of one epoch over all workers: the exponential schedule and the cumulative
-        # average measure the run's progress in processed frames against epochs x this
-        self.epoch_frames = sum(len(self.targets.reader[u]) for u in train_utts)
+        lengths = validate_targets(self.targets,
+                                   self.data.utts + self.dev_utts[self.rank::self.world],
+                                   self.num_pdfs, self.targets_dir)
+        # the frames of one epoch over all workers (the shards' sum): the exponential schedule
+        # and the cumulative average measure the run's progress against epochs x this
+        frames = torch.tensor([float(sum(lengths[u] for u in self.data.utts))],
+                              dtype=torch.float64, device=self.device)
+        self.epoch_frames = int(self.comm.all_reduce(frames, "training frames").item())
         torch.manual_seed(int(c["train"]["init_seed"]) * 1000 + self.rank)   # dropout per rank
         self.optimizer = self._optimizer()
         self.max_grad_norm = float(c["train"]["max_grad_norm"])
