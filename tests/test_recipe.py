@@ -147,3 +147,19 @@ def test_a_worker_list_trains_each_strategy_at_each_count(tmp_path):
     # the first run asks for its EMA (single+ema) and nothing else
     assert "--ema-half-life-frames 1500" in result.stdout
     assert "average.cumulative_start" not in result.stdout
+
+
+def test_per_arch_options_and_the_network_dir_reach_the_runs(tmp_path):
+    # workers/run.sh's options: the runs go to --nnet-dir, an arch's options follow the profile's
+    recipe = recipe_copy(tmp_path, "aishell_sim")
+    result = run_script([str(recipe / "run.sh"), "--profile", "tiny", "--stage", "8",
+                         "--stop-stage", "8", "--archs", "dnn", "--strategies", "single",
+                         "--nnet-dir", "exp/nnet_paper", "--dnn-opts", "model.hidden_layers=8",
+                         "--lstm-opts", "model.num_layers=3"])
+    assert result.returncode == 1 and "expected file exp/nnet/targets" in result.stdout + result.stderr
+    runs = (recipe / "exp/nnet_paper/runs.list").read_text().split()
+    assert runs[:3] == ["exp/nnet_paper/dnn_single_s1", "dnn", "single"]
+    assert not (recipe / "exp/nnet/runs.list").exists()
+    set_opts = result.stdout.split("--set-opts ", 1)[1].split("\n", 1)[0]
+    assert "model.hidden_layers=2" in set_opts and "model.num_layers=3" not in set_opts
+    assert set_opts.index("model.hidden_layers=2") < set_opts.index("model.hidden_layers=8")

@@ -43,6 +43,11 @@ avg_start=          # +avg: the cumulative average starts at this fraction of th
 last_k=             # +lastk: epochs averaged (default: per profile)
 ma_lr_times_workers=true  # MA workers at N x the learning rate (Kaldi's rule); false: 1 x
 nnet_opts=          # extra config overrides for every network, e.g. "model.dropout=0.1"
+dnn_opts=           # extra config overrides of the DNN runs / the LSTM runs, after the profile's
+lstm_opts=          # (e.g. "model.hidden_layers=8"; workers/run.sh: the paper's deep models)
+nnet_dir=exp/nnet   # where the network runs go (the targets stay in exp/nnet/targets)
+controls_decoded_at=  # worker counts whose +avg and +lastk rows are decoded (1: the single
+                    # worker's); the others get their dev frame accuracy only (default: all)
 nnet_train_opts=    # extra options of steps/nnet/train.sh, e.g. multi-node torchrun:
                     # "--torchrun-opts '--nnodes 2 --rdzv-backend c10d --rdzv-endpoint h1:29400'"
 mono_subset=        # the monophones train on this many shortest utterances, 0: all (Kaldi's
@@ -51,10 +56,13 @@ mono_totgauss=      # GMM sizes (default: per profile)
 num_leaves=
 tri_totgauss=
 gmm_decode_opts=    # steps/decode.sh beams (default: per profile; Kaldi's 13/8 on large)
+gmm_decode_sets="dev test"  # the sets the GMMs decode ("": only the graphs the networks need)
 nnet_decode_opts=   # steps/nnet/decode.sh beams and --acwt (default: per profile)
 gmm_scoring_opts=   # local/score.sh for the GMMs and for the networks: LM weights and insertion
 nnet_scoring_opts=  # penalties (default: per profile). Each system's setting is chosen on dev.
 results=RESULTS.md  # the report (plots go to plots/ beside it)
+title=              # the report's title (default: "Results: <profile> profile")
+report_note=        # a line added to the report's notes (e.g. the wall times of a run in pieces)
 workdir=            # where data/ exp/ and the recipe links are (default: this script's directory;
                     # egs/aishell/run.sh runs these stages in its own directory)
 # End configuration section.
@@ -70,25 +78,31 @@ Options:
   --profile tiny|small|large    corpus size and model sizes (default $profile)
   --nj N                        parallel jobs (tiny/small: 2, large: 16)
   --num-workers 'N ...'         workers of the MA and BMUF runs, each N in the list (tiny: 2,
-                                small: '2 8', large: 8)
+                                small: 8, large: 8)
   --archs 'dnn lstm'            network architectures
   --strategies 'single single+ema ... bmuf+lastk'   the table's rows (default: per profile)
                                 single = 1 worker; X+ema, X+avg, X+lastk decode the EMA, the
                                 cumulative average, the last-k-epochs average of run X
   --avg-start F --last-k K      the averaging controls (default 0.5; per profile)
+  --controls-decoded-at 'N ...' decode +avg and +lastk rows only at these worker counts (1: the
+                                single worker); the others report dev frame accuracy only
   --ma-lr-times-workers true|false  MA at N x the learning rate (default true)
   --seeds '1 2 3'               seeds of every network run (default 1)
   --lrs '0.05 0.1 0.2'          learning-rate grid, the best on dev frame accuracy is reported
   --epochs N --block-size TAU --ema-half-life-frames F --nnet-opts 'key=value ...'
+  --dnn-opts '...' --lstm-opts '...'  config overrides of one architecture, after the profile's
+  --nnet-dir DIR                where the network runs go (default $nnet_dir)
   --nnet-train-opts '...'       extra options of steps/nnet/train.sh (e.g. --torchrun-opts)
   --corpus-dir DIR --simulate true|false --lm-text FILE   use an existing corpus
   --cmvn-per-utt true|false     CMVN per utterance instead of per speaker (default: = --simulate)
   --mono-subset N --mono-totgauss N --num-leaves N --tri-totgauss N   GMM sizes
   --gmm-decode-opts '--beam 11 --lattice-beam 5'  --nnet-decode-opts '...'
+  --gmm-decode-sets 'dev test'  the sets the GMMs decode ('': only the graph the networks use)
   --gmm-scoring-opts '--min-lmwt 7 --max-lmwt 17 --word-ins-penalty 0.0,0.5,1.0'
   --nnet-scoring-opts '--min-lmwt 1 --max-lmwt 4 --lmwt-step 0.1 ...'  local/score.sh options; the
                                 report picks each system's LM weight and penalty on dev, for test
-  --results FILE                report file (default $results)
+  --results FILE --title TEXT   report file (default $results) and its title
+  --report-note TEXT            a line added to the report's notes
   --workdir DIR                 run in DIR (needs conf/ steps/ utils/ local/ cmd.sh path.sh there)
 Jobs run through cmd.sh (run.pl here; queue.pl or slurm.pl on a cluster)."
 
@@ -136,11 +150,11 @@ case "$profile" in
     : "${nnet_scoring_opts:=--min-lmwt 0.5 --max-lmwt 4 --lmwt-step 0.1 --word-ins-penalty 0.0,0.5}"
     # conf/nnet/dnn.yaml's stabilizers (layer norm, variance-normalized input, momentum 0.5)
     # were found here: without them the DNN diverged at lr 0.1, and at momentum 0.9 so did BMUF
-    dnn_opts="model.hidden_layers=2 model.hidden_dim=256 data.minibatch_frames=128"
+    profile_dnn_opts="model.hidden_layers=2 model.hidden_dim=256 data.minibatch_frames=128"
     # the LSTM needs many small updates: at 3 epochs of 16-chunk minibatches it barely left
     # chance (dev CER 98%); 4-chunk minibatches, lr 0.1 and 12 epochs (with the gradient clipping
     # of conf/nnet/lstm.yaml) brought every strategy under the GMMs on dev (measured)
-    lstm_opts="model.num_layers=1 model.hidden_size=256 model.proj_size=128 train.lr=0.1 data.chunks_per_minibatch=4"
+    profile_lstm_opts="model.num_layers=1 model.hidden_size=256 model.proj_size=128 train.lr=0.1 data.chunks_per_minibatch=4"
     ;;
   small)
     # the paper's 8 workers: on 2 cores they train in about the time of 2 (worker processes
@@ -158,8 +172,8 @@ case "$profile" in
     : "${nnet_scoring_opts:=--min-lmwt 0.5 --max-lmwt 4 --lmwt-step 0.1 --word-ins-penalty 0.0,0.5}"
     # sized so that six trainings fit the 90 minutes of the whole recipe on 2 cores (estimated
     # from the tiny profile's frames per second)
-    dnn_opts="model.hidden_layers=3 model.hidden_dim=512"
-    lstm_opts="model.num_layers=1 model.hidden_size=256 model.proj_size=128 train.lr=0.1 data.chunks_per_minibatch=8"
+    profile_dnn_opts="model.hidden_layers=3 model.hidden_dim=512"
+    profile_lstm_opts="model.num_layers=1 model.hidden_size=256 model.proj_size=128 train.lr=0.1 data.chunks_per_minibatch=8"
     ;;
   large)
     : "${nj:=16}" "${num_workers:=8}" "${seeds:=1}" "${epochs:=10}" "${block_size:=16}"
@@ -170,8 +184,8 @@ case "$profile" in
     : "${gmm_decode_opts:=--beam 13 --lattice-beam 8}" "${nnet_decode_opts:=--beam 13 --lattice-beam 8}"
     : "${gmm_scoring_opts:=--min-lmwt 7 --max-lmwt 17 --word-ins-penalty 0.0,0.5,1.0}"
     : "${nnet_scoring_opts:=--min-lmwt 5 --max-lmwt 17 --lmwt-step 0.5 --word-ins-penalty 0.0,0.5,1.0}"
-    dnn_opts=         # conf/nnet/dnn.yaml as it is (6 x 1024)
-    lstm_opts=        # conf/nnet/lstm.yaml as it is (3 x 1024, projection 256)
+    profile_dnn_opts=    # conf/nnet/dnn.yaml as it is (6 x 1024)
+    profile_lstm_opts=   # conf/nnet/lstm.yaml as it is (3 x 1024, projection 256)
     ;;
   *) echo "$0: --profile must be tiny, small or large, not '$profile'" >&2; exit 1 ;;
 esac
@@ -195,7 +209,7 @@ stage_settings() {
     2) key_values profile lm_text ;;
     4) key_values profile mono_subset mono_totgauss mono_opts ;;
     5) key_values profile num_leaves tri_totgauss ;;
-    6) key_values profile gmm_decode_opts gmm_scoring_opts ;;
+    6) key_values profile gmm_decode_opts gmm_scoring_opts gmm_decode_sets ;;
     7) key_values profile targets_opts ;;
     *) key_values profile ;;
   esac
@@ -230,7 +244,7 @@ nnet_runs() {
       for n in $([ "$base" = single ] && echo 1 || echo $num_workers); do
         for seed in $seeds; do
           for lr in ${lrs:-default}; do
-            dir=exp/nnet/${arch}_${base}
+            dir=$nnet_dir/${arch}_${base}
             [ "$base" = single ] || dir=${dir}_n$n
             dir=${dir}_s$seed
             [ "$lr" = default ] || dir=${dir}_lr$lr
@@ -354,10 +368,12 @@ if stage_on 5 && begin_stage 5 "triphone GMM; alignments of train and dev"; then
   end_stage 5
 fi
 
-if stage_on 6 && begin_stage 6 "graphs and GMM decoding of dev and test"; then
+if stage_on 6 && begin_stage 6 "graphs and GMM decoding of '$gmm_decode_sets'"; then
   for sys in mono tri1; do
+    # tri1's graph is also the networks'
+    [ -n "$gmm_decode_sets" ] || [ "$sys" = tri1 ] || continue
     run utils/mkgraph.sh "$gmm_lang" "exp/$sys" "exp/$sys/graph"
-    for x in dev test; do
+    for x in $gmm_decode_sets; do
       # shellcheck disable=SC2086
       run steps/decode.sh --cmd "$decode_cmd" --nj "$nj" $gmm_decode_opts \
         --scoring-opts "$gmm_scoring_opts" "exp/$sys/graph" "data/$x" "exp/$sys/decode_$x"
@@ -378,18 +394,18 @@ fi
 if stage_on 8; then
   log "stage 8: network training: archs '$archs', runs '$(base_strategies)', seeds '$seeds'"
   eval "train_extra=($nnet_train_opts)"   # the options may quote their own values
-  mkdir -p exp/nnet
-  nnet_runs > exp/nnet/runs.list
+  mkdir -p "$nnet_dir"
+  nnet_runs > "$nnet_dir/runs.list"
   while read -r dir arch base workers seed lr; do
     if [ -f "$dir/.done" ]; then
       log "$dir: trained already ($dir/.done); skipped"
       continue
     fi
     [ "$lr" = default ] && lr=
-    opts_var=${arch}_opts
+    profile_opts_var=profile_${arch}_opts opts_var=${arch}_opts
     ma_opts=
     [ "$base" = ma ] && [ "$ma_lr_times_workers" = true ] && ma_opts="sync.lr_times_workers=true"
-    set_opts="train.init_seed=$seed data.seed=$seed ${lr:+train.lr=$lr} ${!opts_var:-} $ma_opts"
+    set_opts="train.init_seed=$seed data.seed=$seed ${lr:+train.lr=$lr} ${!profile_opts_var:-} ${!opts_var:-} $ma_opts"
     set_opts="$set_opts $(averaging_opts "$base") $nnet_opts"
     ema_opts=()
     case " $(averaged_models "$base") " in
@@ -404,7 +420,7 @@ if stage_on 8; then
       ${train_extra[@]+"${train_extra[@]}"} \
       exp/nnet/targets data/train_fbank data/dev_fbank "$dir" < /dev/null
     echo "$(( $(date +%s) - start )) s" > "$dir/.done"
-  done < exp/nnet/runs.list
+  done < "$nnet_dir/runs.list"
 fi
 
 if stage_on 9; then
@@ -412,14 +428,20 @@ if stage_on 9; then
   candidates=()
   for dir in $(nnet_dirs); do [ -f "$dir/.done" ] && candidates+=("$dir"); done
   if [ ${#candidates[@]} -eq 0 ]; then
-    log "stage 9: no trained network in exp/nnet (run stage 8 first)"; exit 1
+    log "stage 9: no trained network in $nnet_dir (run stage 8 first)"; exit 1
   fi
   selected=$(emasr report --select --archs "$archs" --strategies "$strategies" "${candidates[@]}")
   log "stage 9: decoding dev and test with $(echo $selected | wc -w) network(s)"
   for dir in $selected; do
-    models=final
-    for f in "$dir"/*.pt; do   # final.pt and the averaged models the run kept (ema.pt, avg.pt ..)
-      [ -f "$f" ] && [ "$f" != "$dir/final.pt" ] && models="$models $(basename "$f" .pt)"
+    read -r _ _ base workers _ < <(nnet_runs | grep "^$dir ")
+    models=final   # and the averaged models the rows ask for (ema.pt, avg.pt ..)
+    for model in $(averaged_models "$base"); do
+      [ -f "$dir/$model.pt" ] || { log "expected $dir/$model.pt (the row $base+$model)"; exit 1; }
+      if [ "$model" != ema ] && [ -n "$controls_decoded_at" ] && \
+         ! [[ " $controls_decoded_at " == *" $workers "* ]]; then
+        continue   # a control at a worker count left to its dev frame accuracy
+      fi
+      models="$models $model"
     done
     for model in $models; do
       for x in dev test; do
@@ -443,10 +465,10 @@ if stage_on 10; then
   log "stage 10: report -> $results"
   reported=()
   for dir in $(nnet_dirs); do [ -f "$dir/conf.yaml" ] && reported+=("$dir"); done
-  for dir in exp/mono exp/tri1; do [ -d "$dir" ] && reported+=("$dir"); done
+  for dir in exp/mono exp/tri1; do [ -d "$dir/decode_dev" ] && reported+=("$dir"); done
   stage_times=$(stage_times)
   train_time=0
-  for f in exp/nnet/*/.done; do
+  for f in "$nnet_dir"/*/.done; do
     [ -f "$f" ] && train_time=$((train_time + $(cut -d' ' -f1 "$f")))
   done
   machine="$(nproc) CPU cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'))"
@@ -456,11 +478,12 @@ if stage_on 10; then
   mkdir -p exp/report/log
   run $train_cmd exp/report/log/report.log \
     emasr report --out "$results" --archs "$archs" --strategies "$strategies" \
-      --title "Results: $profile profile" \
+      --title "${title:-Results: $profile profile}" \
       --note "command: \`$start_command\` (profile $profile, $num_workers workers, seeds $seeds)" \
       --note "machine: $machine" \
       --note "stage wall times: $stage_times; network training ${train_time:-0} s in all" \
       --note "wall time of this run.sh invocation (stages $stage-$stop_stage, setup included) up to the report: $SECONDS s" \
+      ${report_note:+--note "$report_note"} \
       ${reported[@]+"${reported[@]}"}
   log "wrote $results and $(dirname "$results")/plots/"
 fi
