@@ -17,7 +17,8 @@ from emasr.gmm.model_io import read_model, transition_table, write_model, write_
 from emasr.gmm.questions import make_questions
 from emasr.gmm.training_graphs import LangDir
 from emasr.gmm.tree_stats import accumulate_tree_stats
-from emasr.gmm.tri import AlignmentConverter, init_model
+from emasr.ali.convert import AlignmentConverter
+from emasr.gmm.tri import init_model
 from gmm_helpers import LANG, MONO, write_data_dir, yesno_mfcc_feats, yesno_texts
 
 

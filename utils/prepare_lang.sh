@@ -9,6 +9,8 @@ position_dependent_phones=false  # Mandarin default; true gives Kaldi's _B _E _I
 sil_prob=0.5                     # optional-silence probability between words in L.fst
 num_nonsil_states=3
 num_sil_states=5
+topology=                        # kaldi | skip; empty: emasr prepare-lang's default (one place:
+                                 # emasr.lang.topo.DEFAULT_TOPOLOGY)
 # End configuration section.
 
 help_message="Usage: $0 [options] <dict-src-dir> <oov-dict-entry> <tmp-dir> <lang-dir>
@@ -20,7 +22,9 @@ Options:
   --sil-prob <prob>                         # default $sil_prob
   --num-nonsil-states <n>                   # default $num_nonsil_states
   --num-sil-states <n>                      # default $num_sil_states
-The HMM topology lets every phone be traversed in one frame (for 30 ms networks after stacking)."
+  --topology (kaldi|skip)                   # HMM topology (default: emasr prepare-lang's)
+kaldi: Kaldi's gen_topo.pl topology (strict left-to-right, a phone lasts >= 3 frames), for GMMs at
+10 ms; skip: every phone can be traversed in one frame (for 30 ms networks after stacking)."
 
 echo "$0 $*"
 utils_dir="$(cd "$(dirname "$0")" && pwd)"
@@ -38,7 +42,10 @@ for f in lexicon.txt silence_phones.txt nonsilence_phones.txt optional_silence.t
   [ -f "$srcdir/$f" ] || { echo "$0: expected file $srcdir/$f to exist" >&2; exit 1; }
 done
 
+topology_opts=()
+[ -n "$topology" ] && topology_opts=(--topology "$topology")
 emasr prepare-lang --position-dependent-phones "$position_dependent_phones" \
   --sil-prob "$sil_prob" --num-nonsil-states "$num_nonsil_states" \
-  --num-sil-states "$num_sil_states" "$srcdir" "$oov_word" "$tmpdir" "$dir"
+  --num-sil-states "$num_sil_states" ${topology_opts[@]+"${topology_opts[@]}"} \
+  "$srcdir" "$oov_word" "$tmpdir" "$dir"
 "$utils_dir/validate_lang.sh" "$dir"

@@ -68,12 +68,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster-phones": ("emasr.gmm.questions:cluster_phones_cli", "Tree questions by top-down clustering of phone sets, plus extra questions."),
     "build-tree": ("emasr.gmm.build_tree:build_tree_cli", "Grow and cluster a phonetic decision tree; write a Kaldi tree file."),
     "gmm-init-model": ("emasr.gmm.tri:init_model_cli", "Initialize a context-dependent model from a tree and tree stats."),
-    "convert-ali": ("emasr.gmm.tri:convert_ali_cli", "Convert alignments to a new model and tree (same topology)."),
     "ali-boundary-error": ("emasr.gmm.boundary_error:boundary_error_cli", "Mean phone-boundary error of alignments against synthesizer timings."),
     "gmm-info": ("emasr.gmm.model_info:gmm_info_cli", "Numbers of phones, pdfs, transition ids and Gaussians of a Kaldi model."),
     "show-transitions": ("emasr.gmm.model_info:show_transitions_cli", "Transition states, ids and probabilities of a Kaldi model."),
+    # -- transform (LDA, MLLT, fMLLR) --
+    "acc-lda": ("emasr.transform.commands:acc_lda_cli", "LDA statistics per pdf class from alignments (one job's .acc)."),
+    "est-lda": ("emasr.transform.commands:est_lda_cli", "Sum LDA statistics and write the LDA matrix (Kaldi's est-lda)."),
+    "gmm-acc-mllt": ("emasr.transform.commands:gmm_acc_mllt_cli", "MLLT statistics from a diagonal GMM and alignments (one job's .macc)."),
+    "est-mllt": ("emasr.transform.commands:est_mllt_cli", "Sum MLLT statistics and estimate the MLLT matrix (Gales' row update)."),
+    "gmm-transform-means": ("emasr.transform.commands:gmm_transform_means_cli", "Transform a GMM model's means by a matrix (after MLLT)."),
+    "gmm-est-fmllr": ("emasr.transform.commands:gmm_est_fmllr_cli", "fMLLR transforms per speaker or utterance from alignments (trans.JOB)."),
+    "transform-feats": ("emasr.transform.commands:transform_feats_cli", "Apply a linear or affine transform (or per-speaker ones) to features."),
+    "compose-transforms": ("emasr.transform.commands:compose_transforms_cli", "Compose two transforms, C = A B (Kaldi's compose-transforms)."),
     # -- ali (alignment ingestion, targets) --
     "ali-info": ("emasr.ali.ali_info:ali_info_cli", "Utterances, frames, pdf counts and per-phone durations of an alignment dir."),
+    "convert-ali": ("emasr.ali.convert:convert_ali_cli", "Convert alignments to another model and tree (topology, frame rate), as Kaldi's convert-ali."),
     "make-targets": ("emasr.ali.targets:make_targets_cli", "Frame-level pdf targets and priors at the network frame rate from an alignment dir."),
     # -- nnet (training) --
     "train": ("emasr.nnet.train_command:train_cli", "Train a network (one worker; torchrun runs N)."),

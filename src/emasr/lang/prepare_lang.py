@@ -24,7 +24,7 @@ from emasr.lang.dictdir import DictDir, DictError, LexiconEntry, load_dict_dir
 from emasr.lang.disambig import add_lex_disambig
 from emasr.lang.lexicon_fst import lexicon_fst
 from emasr.lang.symbols import to_ints, write_symbols
-from emasr.lang.topo import make_topo
+from emasr.lang.topo import DEFAULT_TOPOLOGY, TOPOLOGIES, make_topo
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ class LangOptions:
     sil_prob: float = 0.5
     num_nonsil_states: int = 3
     num_sil_states: int = 5
+    topology: str = DEFAULT_TOPOLOGY  # a name of emasr.lang.topo.TOPOLOGIES
 
 
 def position_dependent_lexicon(lexicon: list[LexiconEntry]) -> list[LexiconEntry]:
@@ -154,7 +155,7 @@ def write_lang(d: DictDir, oov_word: str, tmp: Path, lang: Path, opts: LangOptio
     with atomic_write(lang / "topo") as f:
         f.write(make_topo(to_ints(nonsilence, w.phone_ids, "nonsilence"),
                           to_ints(silence, w.phone_ids, "silence"),
-                          opts.num_nonsil_states, opts.num_sil_states))
+                          opts.num_nonsil_states, opts.num_sil_states, opts.topology))
     write_fst(lexicon_fst(lexicon, w.phone_ids, w.word_ids, opts.sil_prob, d.optional_silence),
               lang / "L.fst")
     write_fst(lexicon_fst(disambig_lexicon, w.phone_ids, w.word_ids, opts.sil_prob,
@@ -216,16 +217,20 @@ def prepare_lang(dict_dir: str | os.PathLike, oov_word: str, tmp_dir: str | os.P
               help="Probability of optional silence between words in L.fst.")
 @click.option("--num-nonsil-states", default=3, show_default=True, help="HMM states per phone.")
 @click.option("--num-sil-states", default=5, show_default=True, help="HMM states of silence.")
+@click.option("--topology", type=click.Choice(sorted(TOPOLOGIES)), default=DEFAULT_TOPOLOGY,
+              show_default=True, help="kaldi: gen_topo.pl's strict left-to-right HMMs (GMMs at "
+              "10 ms); skip: every phone can be passed in one frame (networks at 30 ms).")
 def prepare_lang_cli(dict_dir: str, oov_word: str, tmp_dir: str, lang_dir: str,
                      position_dependent_phones: bool, sil_prob: float, num_nonsil_states: int,
-                     num_sil_states: int) -> None:
+                     num_sil_states: int, topology: str) -> None:
     """Build a lang dir (phones.txt words.txt L.fst L_disambig.fst topo phones/ ...) from DICT_DIR.
 
-    OOV_WORD (e.g. "<UNK>") must be in the lexicon; TMP_DIR receives intermediate files. The topology
-    lets a phone be traversed in one frame (see docs/lang.md).
+    OOV_WORD (e.g. "<UNK>") must be in the lexicon; TMP_DIR receives intermediate files. --topology
+    chooses the HMM topology (see docs/lang.md).
     """
-    opts = LangOptions(position_dependent_phones, sil_prob, num_nonsil_states, num_sil_states)
+    opts = LangOptions(position_dependent_phones, sil_prob, num_nonsil_states, num_sil_states,
+                       topology)
     try:
         prepare_lang(dict_dir, oov_word, tmp_dir, lang_dir, opts)
-    except (DictError, TableError) as err:
+    except (DictError, TableError, ValueError) as err:  # ValueError: e.g. a bad state count
         raise click.ClickException(str(err)) from None
