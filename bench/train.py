@@ -7,12 +7,20 @@
 (c) one sync (flatten + all-reduce + rule + unflatten) against one block, from a 2-worker run;
 (d) speed-up against the number of workers (--workers 1,2,4,8): total training frames/s of N
     workers over 1 worker, the same data (one epoch) split among them, --threads per worker.
+(e) virtual workers (--virtual K): K BMUF workers in one process (dist.workers_per_process=K,
+    one batched computation, min(K x --threads, cores) threads) against K worker processes and
+    against 1 worker, the same frames (one epoch).
+(f) how K workers compute in one process (--batching K): one minibatch step of K DNNs stacked
+    under vmap (emasr.nnet.workers.StackedWorkers) against a loop over K (LoopWorkers) and one
+    worker; for the LSTMP (1x256, proj 128, 32 chunks of 32 frames), where vmap has no batching
+    rule for nn.LSTM, a hand-written LSTMP cell under vmap against a loop over K nn.LSTMs.
 
 --device cuda runs all of it on the GPU (the hand-written loop too, its data already there); with
 more workers than GPUs the workers share them through gloo (dist.device, dist.backend).
 
-Usage: python bench/train.py [--workers 1,2] [--utts 64] [--hidden 256] [--layers 4] [--tau 4]
-                           [--device cpu|cuda] [--json speedup.json]   (for `emasr report --bench`)
+Usage: python bench/train.py [--workers 1,2] [--virtual 8] [--utts 64] [--hidden 256] [--layers 4]
+                           [--tau 4] [--device cpu|cuda] [--json speedup.json]
+                           (--json for `emasr report --bench`)
 """
 from __future__ import annotations
 
@@ -79,7 +87,7 @@ def trainer_fps(trainer: Trainer) -> float:
 def hand_loop(trainer: Trainer, args) -> float:
     """Frames/s of a bare loop over the same frames (loaded into memory first, not timed)."""
     feats, labels = [], []
-    for _, x, y in trainer.train_source.utterances(trainer.data.utts):
+    for _, x, y in trainer.train_source.utterances(trainer.shards[0].utts):
         feats.append(x)
         labels.append(y)
     device = trainer.device
@@ -113,21 +121,112 @@ def ema_cost(trainer: Trainer) -> float:
     return (time.perf_counter() - start) / reps
 
 
-def run_workers(problem, exp, workers: int, args, strategy: str) -> dict:
+def run_workers(problem, exp, processes: int, args, strategy: str, per_process: int = 1,
+                threads: int | None = None) -> dict:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-           str(workers), "--module", "emasr.cli", "train",
-           *sum((["--set", o] for o in overrides(args)), []), "--strategy", strategy, *problem, exp]
-    env = dict(os.environ, EMASR_NUM_THREADS=str(args.threads))
+           str(processes), "--module", "emasr.cli", "train",
+           *sum((["--set", o] for o in overrides(args)), []), "--strategy", strategy,
+           "--set", f"dist.workers_per_process={per_process}", *problem, exp]
+    env = dict(os.environ, EMASR_NUM_THREADS=str(threads or args.threads))
     result = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if result.returncode != 0:
-        raise SystemExit(f"{workers} workers failed:\n{result.stderr[-3000:]}")
+        raise SystemExit(f"{processes} x {per_process} workers failed:\n{result.stderr[-3000:]}")
     with open(os.path.join(exp, "metrics.jsonl")) as f:
         return [json.loads(line) for line in f if '"epoch"' in line and '"type": "epoch"' in line][-1]
+
+
+def best_seconds(step, repeats: int = 3, calls: int = 3) -> float:
+    step()   # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            step()
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best
+
+
+def lstmp_cell(params: dict, x: torch.Tensor) -> torch.Tensor:
+    """One LSTMP layer written out step by step (what vmap can batch, unlike nn.LSTM)."""
+    batch, proj = x.shape[0], params["w_hr"].shape[0]
+    h = x.new_zeros(batch, proj)
+    c = x.new_zeros(batch, params["w_hr"].shape[1])
+    gates_x = x @ params["w_ih"].T + params["b"]
+    outs = []
+    for t in range(x.shape[1]):
+        i, f, g, o = (gates_x[:, t] + h @ params["w_hh"].T).chunk(4, -1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = (torch.sigmoid(o) * torch.tanh(c)) @ params["w_hr"].T
+        outs.append(h)
+    return torch.stack(outs, 1)
+
+
+def batching(args, input_dim: int) -> None:
+    """(f): seconds per step of K workers, batched against a loop, on this process's threads."""
+    from torch.func import vmap
+
+    from emasr.nnet.workers import LoopWorkers, StackedWorkers
+
+    k, device = args.batching, torch.device(args.device)
+    c = configs.resolve(None, overrides(args))
+    model = build_model(c["model"], input_dim, args.pdfs).to(device)
+    batches = [(torch.randn(args.batch, input_dim, device=device),
+                torch.randint(0, args.pdfs, (args.batch,), device=device)) for _ in range(k)]
+
+    def sgd(params):
+        return torch.optim.SGD(params, lr=0.01, momentum=0.9)
+
+    stacked = StackedWorkers(model, sgd, list(range(k)), device, 0.0)
+    loop = LoopWorkers(model, sgd, list(range(k)), device, 0.0, c["data"])
+    one = LoopWorkers(model, sgd, [0], device, 0.0, c["data"])
+    times = [best_seconds(lambda w=w, b=b: (w.step(b), synchronize(device)))
+             for w, b in ((stacked, batches), (loop, batches), (one, batches[:1]))]
+    print(f"(f) DNN {args.layers}x{args.hidden}, {k} workers, one step: vmap {1e3 * times[0]:.1f} "
+          f"ms, loop {1e3 * times[1]:.1f} ms, one worker {1e3 * times[2]:.1f} ms")
+    hidden, proj, chunks, frames = 256, 128, 32, 32
+    x = torch.randn(k, chunks, frames, input_dim // 5, device=device)
+    params = {"w_ih": torch.randn(k, 4 * hidden, x.shape[-1]),
+              "w_hh": torch.randn(k, 4 * hidden, proj),
+              "b": torch.zeros(k, 4 * hidden), "w_hr": torch.randn(k, proj, hidden)}
+    params = {n: (0.05 * p).to(device).requires_grad_() for n, p in params.items()}
+    lstms = [torch.nn.LSTM(x.shape[-1], hidden, batch_first=True, proj_size=proj).to(device)
+             for _ in range(k)]
+    times = [best_seconds(lambda: (vmap(lstmp_cell)(params, x).sum().backward(),
+                                   synchronize(device)), calls=1),
+             best_seconds(lambda: ([m(x[0])[0].sum().backward() for m in lstms],
+                                   synchronize(device)), calls=1),
+             best_seconds(lambda: (lstms[0](x[0])[0].sum().backward(), synchronize(device)),
+                          calls=1)]
+    print(f"    LSTMP 1x{hidden} proj {proj}, {chunks} chunks of {frames}: hand-written cell under "
+          f"vmap {1e3 * times[0]:.0f} ms, loop over nn.LSTM {1e3 * times[1]:.0f} ms, one "
+          f"{1e3 * times[2]:.0f} ms (forward and backward)")
+
+
+def virtual_workers(problem, root: str, args, results: dict) -> None:
+    """(e): K workers batched in one process against K processes and 1 worker, one epoch each."""
+    k = args.virtual
+    for n in (1, k):
+        if n not in results:
+            results[n] = run_workers(problem, os.path.join(root, f"exp_{n}"), n, args,
+                                     "single" if n == 1 else "bmuf")
+    threads = min(k * args.threads, os.cpu_count() or 1)
+    virtual = run_workers(problem, os.path.join(root, f"exp_virtual_{k}"), 1, args, "bmuf",
+                          per_process=k, threads=threads)
+    fps = {name: r["frames"] / r["seconds_train"]
+           for name, r in (("virtual", virtual), ("processes", results[k]), ("one", results[1]))}
+    print(f"(e) {k} virtual workers in 1 process ({threads} threads) {fps['virtual']:.0f} "
+          f"frames/s; {k} processes ({args.threads} thread(s) each) {fps['processes']:.0f}: "
+          f"{fps['virtual'] / fps['processes']:.2f}x; 1 worker {fps['one']:.0f}: "
+          f"{fps['virtual'] / fps['one']:.2f}x (one epoch each)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--workers", default="1,2", help="worker counts for the speed-up curve")
+    parser.add_argument("--virtual", type=int, default=0,
+                        help="(e): K virtual workers in one process against K processes and 1")
+    parser.add_argument("--batching", type=int, default=0,
+                        help="(f): one step of K workers batched (vmap) against a loop")
     parser.add_argument("--utts", type=int, default=128)
     parser.add_argument("--dim", type=int, default=40)
     parser.add_argument("--pdfs", type=int, default=200)
@@ -183,6 +282,10 @@ def main() -> None:
         for point in curve:
             fps = point["frames_per_second"]
             print(f"    {point['workers']:7d}  {fps:8.0f}  {fps / base:8.2f}")
+        if args.virtual:
+            virtual_workers(problem, root, args, results)
+        if args.batching:
+            batching(args, trainer.input_dim)
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
                 json.dump(curve, f, indent=1)

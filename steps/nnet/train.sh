@@ -7,7 +7,9 @@ set -euo pipefail
 # Begin configuration section.
 cmd=run.pl      # job launcher for the torchrun job, e.g. "$cuda_cmd" from cmd.sh on a cluster
 nnet_config=    # YAML config, e.g. conf/nnet/dnn.yaml (defaults fill the rest)
-num_workers=1   # workers on this node (torchrun --nproc-per-node)
+num_workers=1   # workers on this node (N: what the sync rules count)
+workers_per_process=  # K: workers trained side by side in each process (dist.workers_per_process);
+                # torchrun starts N / K processes (default: --set-opts' value, else 1)
 strategy=       # single | ma | bmuf (default: the config's)
 block_size=     # tau: minibatches between syncs
 ema_decay=      # EMA decay per sync
@@ -31,6 +33,7 @@ Writes <exp-dir>/final.pt (and ema.pt with an EMA), checkpoints, metrics.jsonl; 
 Options:
   --nnet-config FILE              YAML config (conf/nnet/dnn.yaml); defaults fill the rest
   --num-workers N                 synchronous workers on this node (default $num_workers)
+  --workers-per-process K         K of them in each process, batched (N / K processes; K | N)
   --strategy single|ma|bmuf       synchronization (default: the config's)
   --block-size TAU                minibatches between syncs
   --ema-decay A | --ema-half-life-frames F   EMA of the synchronized model
@@ -55,6 +58,26 @@ if ! [[ $num_workers =~ ^[0-9]+$ ]] || [ "$num_workers" -lt 1 ]; then
   echo "$0: --num-workers must be a positive integer (workers on this node), got '$num_workers'" >&2
   exit 1
 fi
+# K from --workers-per-process, or from --set-opts; --num-workers keeps counting workers (N)
+opts_k=
+for kv in $set_opts; do
+  case $kv in dist.workers_per_process=*) opts_k=${kv#dist.workers_per_process=} ;; esac
+done
+if [ -n "$workers_per_process" ] && [ -n "$opts_k" ] && [ "$workers_per_process" != "$opts_k" ]; then
+  echo "$0: --workers-per-process $workers_per_process and --set-opts dist.workers_per_process=$opts_k differ" >&2
+  exit 1
+fi
+per_process=${workers_per_process:-${opts_k:-1}}
+if ! [[ $per_process =~ ^[0-9]+$ ]] || [ "$per_process" -lt 1 ]; then
+  echo "$0: --workers-per-process must be a positive integer, got '$per_process'" >&2
+  exit 1
+fi
+if [ $((num_workers % per_process)) -ne 0 ]; then
+  echo "$0: --num-workers $num_workers is not a multiple of --workers-per-process $per_process" \
+       "(processes = workers / workers per process)" >&2
+  exit 1
+fi
+processes=$((num_workers / per_process))
 for f in "$targets/pdf.scp" "$targets/num_pdfs" "$targets/prior.vec" \
          "$train_data/feats.scp" "$dev_data/feats.scp"; do
   [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
@@ -84,22 +107,25 @@ args=()
 [ -n "$ema_half_life_frames" ] && args+=(--ema-half-life-frames "$ema_half_life_frames")
 [ -n "$epochs" ] && args+=(--epochs "$epochs")
 for kv in $set_opts; do args+=(--set "$kv"); done
+[ -n "$workers_per_process" ] && args+=(--set "dist.workers_per_process=$workers_per_process")
 [ "$resume" = true ] && args+=(--resume)
 
 # A restarted worker group must not read the previous group's rendezvous keys (stale gloo/NCCL
 # addresses: "connectFullMesh failed ... Connection refused"; pytorch issue 135712): give each
 # rendezvous round its own store instead of sharing torchrun's.
 export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
+# the trainer checks that K x processes is N (a K from --nnet-config would otherwise change N)
+export EMASR_NUM_WORKERS=$num_workers
 launcher=(python -m torch.distributed.run --max-restarts "$max_restarts")
 if [ -n "$torchrun_opts" ]; then
   # shellcheck disable=SC2206
-  launcher+=($torchrun_opts --nproc-per-node "$num_workers")
+  launcher+=($torchrun_opts --nproc-per-node "$processes")
 else
-  launcher+=(--standalone --nproc-per-node "$num_workers")
+  launcher+=(--standalone --nproc-per-node "$processes")
 fi
 # torchrun runs `emasr train` (via the module, so the venv's emasr is used) once per worker.
 launcher+=(--module emasr.cli train "${args[@]}" "$targets" "$train_data" "$dev_data" "$dir")
 
-echo "$0: training with $num_workers worker(s); log in $dir/log/train.log"
+echo "$0: training with $num_workers worker(s) in $processes process(es); log in $dir/log/train.log"
 $cmd "$dir/log/train.log" "${launcher[@]}"
 echo "$0: trained $dir/final.pt$( [ -f "$dir/ema.pt" ] && echo ' and ema.pt')"

@@ -1,7 +1,8 @@
 """Checkpoints that resume training exactly, written so a crash never leaves a broken one.
 
-Layout: <exp>/checkpoints/epochEEE-blockBBBBBB/ holds rank<R>.pt (each worker's local model,
-optimizer and RNG states) and state.pt (rank 0: the global model, block momentum, EMA, schedule,
+Layout: <exp>/checkpoints/epochEEE-blockBBBBBB/ holds rank<G>.pt for every worker G, 0..N-1
+(its local model, optimizer and RNG states; a process with K virtual workers writes K of them,
+each with its dropout stream under rng["stream"]) and state.pt (rank 0: the global model, block momentum, EMA, schedule,
 counters, data position and the resolved config). EEE is the epoch to continue in and BBBBBB the
 blocks already done in it. Every file is written under a temporary name and renamed; state.pt is
 written last, after all ranks wrote theirs, so a directory without it is incomplete and ignored.

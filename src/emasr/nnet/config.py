@@ -73,6 +73,7 @@ DEFAULTS: dict[str, Any] = {
         "device": "auto",                 # auto (a GPU when torch sees one) | cpu | cuda
         "backend": "auto",                # auto: nccl if each worker has a GPU, else gloo
         "timeout_s": 300,
+        "workers_per_process": 1,         # K: workers trained side by side in each process
     },
 }
 
@@ -219,6 +220,12 @@ def validate(config: dict) -> None:
                           f"or null (off), got {start}")
     if int(average["last_k"]) < 0:
         raise ConfigError(f"average.last_k must be >= 0 (0: off), got {average['last_k']}")
+    per_process = config["dist"]["workers_per_process"]
+    if isinstance(per_process, bool) or not isinstance(per_process, int) or per_process < 1:
+        raise ConfigError(f"dist.workers_per_process must be an integer >= 1, got {per_process!r}")
+    if sync["strategy"] == "single" and per_process > 1:
+        raise ConfigError(f"sync.strategy single trains one worker, but dist.workers_per_process "
+                          f"is {per_process}; use ma or bmuf for several")
     for key, choices in (("device", ("auto", "cpu", "cuda")),
                          ("backend", ("auto", "nccl", "gloo"))):
         if config["dist"][key] not in choices:

@@ -1,5 +1,5 @@
-"""`emasr train`: the per-process entry point of network training (torchrun starts one per worker;
-run alone it is a single worker)."""
+"""`emasr train`: the per-process entry point of network training (torchrun starts one per worker,
+or one per dist.workers_per_process workers; run alone it is one process)."""
 from __future__ import annotations
 
 import logging

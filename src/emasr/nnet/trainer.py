@@ -8,6 +8,10 @@ turns it into the global model W_g and the point the workers restart from; the a
 every worker can fill. The learning rate follows train.schedule (emasr.nnet.schedule), set before
 every block from the frames all workers have processed; a newbob epoch that does not lower the dev
 loss is rejected and training resumes from the state the epoch started from.
+
+A process may hold several workers (`dist.workers_per_process` K, emasr.nnet.workers): the N = K x
+processes workers are numbered rank * K + k, the sync first averages a process's K local models,
+and every rule counts N workers.
 """
 from __future__ import annotations
 
@@ -21,18 +25,18 @@ from itertools import islice
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from emasr.nnet import checkpoint, config as configs
 from emasr.nnet.comm import (Communicator, destroy_process_group, init_process_group,
                               worker_device)
-from emasr.nnet.data import (IGNORE, DataError, Source, TrainingData, eval_batches, shard,
+from emasr.nnet.data import (DataError, Source, TrainingData, eval_batches, shard,
                              utterances_with_targets, validate_targets)
 from emasr.nnet.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
 from emasr.nnet.averages import build_averagers
 from emasr.nnet.schedule import LearningRateSchedule
 from emasr.nnet.sync import make_rule
+from emasr.nnet.workers import batch_stats, labelled_frames, make_workers, predict
 
 logger = logging.getLogger(__name__)
 
@@ -71,29 +75,6 @@ def raw_feature_dim(data_dir: str) -> int:
     raise DataError(f"{data_dir}/feats.scp is empty")
 
 
-def predict(model, x: torch.Tensor, data_config: dict) -> torch.Tensor:
-    """Log-posteriors aligned with the labels: [B, P] (DNN) or the chunk part [B, C, P] (LSTM)."""
-    out = model(x)
-    if getattr(model, "sequence_model", False):
-        start = data_config["left_context"] + data_config["output_delay"]
-        out = out[:, start:start + data_config["chunk_frames"]]
-    return out
-
-
-def labelled_frames(y: torch.Tensor) -> float:
-    """Frames with a label; counted on the host copy so that a GPU is not waited for."""
-    return float((y != IGNORE).sum())
-
-
-def batch_stats(log_probs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """[loss summed over labelled frames, correct frames], on the model's device: reading them
-    once per block instead of per minibatch lets a GPU run ahead of the host."""
-    flat, labels = log_probs.reshape(-1, log_probs.shape[-1]), y.reshape(-1)
-    loss = F.nll_loss(flat, labels, ignore_index=IGNORE, reduction="sum")
-    correct = ((flat.argmax(-1) == labels) & (labels != IGNORE)).sum()
-    return torch.stack([loss, correct.to(loss.dtype)])
-
-
 def recorded_by(record: dict, position: tuple[int, int]) -> bool:
     """Whether a metrics record describes work done before `position` (epoch, blocks done in it);
     records count epochs from 1, positions from 0."""
@@ -116,6 +97,11 @@ class Trainer:
         self.rank, self.world = init_process_group(c["dist"]["backend"], c["dist"]["timeout_s"],
                                                    self.device)
         self.comm = Communicator(self.world, self.rank, float(c["dist"]["timeout_s"]))
+        # N workers, K in each process: worker rank * K + k is the real worker of that index
+        self.per_process = int(c["dist"]["workers_per_process"])
+        self.workers = self.per_process * self.world
+        self.worker_ids = [self.rank * self.per_process + k for k in range(self.per_process)]
+        check_worker_count(self.per_process)
         self.pipeline = make_pipeline(c["features"], self.train_dir)
         self.targets = open_targets(self.targets_dir)
         stack = int(c["features"]["stack"])
@@ -133,23 +119,25 @@ class Trainer:
         self.dev_utts = utterances_with_targets(self.dev_dir, self.targets, self.targets_dir, "dev")
         torch.manual_seed(int(c["train"]["init_seed"]))   # the same initial model on every rank
         self.model = build_model(c["model"], self.input_dim, self.num_pdfs).to(self.device)
-        self.data = TrainingData(self.train_source,
-                                 shard(train_utts, int(c["data"]["seed"]), self.rank, self.world),
-                                 c["data"], self.model.sequence_model, self.rank,
-                                 pin_memory=self.device.type == "cuda")
-        lengths = validate_targets(self.targets,
-                                   self.data.utts + self.dev_utts[self.rank::self.world],
+        self.shards = [TrainingData(self.train_source,
+                                    shard(train_utts, int(c["data"]["seed"]), g, self.workers),
+                                    c["data"], self.model.sequence_model, g,
+                                    pin_memory=self.device.type == "cuda")
+                       for g in self.worker_ids]
+        own = [u for data in self.shards for u in data.utts]
+        lengths = validate_targets(self.targets, own + self.dev_utts[self.rank::self.world],
                                    self.num_pdfs, self.targets_dir)
         # the frames of one epoch over all workers (the shards' sum): the exponential schedule
         # and the cumulative average measure the run's progress against epochs x this
-        frames = torch.tensor([float(sum(lengths[u] for u in self.data.utts))],
+        frames = torch.tensor([float(sum(lengths[u] for u in own))],
                               dtype=torch.float64, device=self.device)
         self.epoch_frames = int(self.comm.all_reduce(frames, "training frames").item())
-        torch.manual_seed(int(c["train"]["init_seed"]) * 1000 + self.rank)   # dropout per rank
-        self.optimizer = self._optimizer()
-        self.max_grad_norm = float(c["train"]["max_grad_norm"])
+        seeds = [int(c["train"]["init_seed"]) * 1000 + g for g in self.worker_ids]
+        torch.manual_seed(seeds[0])   # dropout per worker (several: a stream each)
+        self.local = make_workers(self.model, self._optimizer, seeds, self.device,
+                                  float(c["train"]["max_grad_norm"]), c["data"])
         s = c["sync"]
-        self.rule = make_rule(s["strategy"], self.world, float(s["block_lr"]),
+        self.rule = make_rule(s["strategy"], self.workers, float(s["block_lr"]),
                               s["block_momentum"], bool(s["nesterov"]), int(s["warmup_blocks"]))
         self.rule.start(model_to_vector(self.model))
         self.averagers = build_averagers(c, self.frames_per_sync())
@@ -162,7 +150,7 @@ class Trainer:
             float(t["lr_decay"]), float(t["newbob_start_halving"]),
             float(t["newbob_end_halving"]), float(t["min_lr"]))
         # Kaldi's rule for model averaging: N workers each at N x the rate
-        self.lr_scale = self.world if s["lr_times_workers"] else 1
+        self.lr_scale = self.workers if s["lr_times_workers"] else 1
         self.position = (0, 0)   # (epoch, blocks done in it)
         self.counters = {"syncs": 0, "frames": 0.0, "seconds_compute": 0.0, "seconds_train": 0.0}
 
@@ -174,19 +162,19 @@ class Trainer:
                             f"config says features.dim={expected}")
         return int(self.pipeline.output_dim(raw))
 
-    def _optimizer(self) -> torch.optim.Optimizer:
+    def _optimizer(self, params) -> torch.optim.Optimizer:
         t = self.config["train"]
         if t["optimizer"] == "adam":
-            return torch.optim.Adam(self.model.parameters(), lr=float(t["lr"]),
+            return torch.optim.Adam(params, lr=float(t["lr"]),
                                     weight_decay=float(t["weight_decay"]))
-        return torch.optim.SGD(self.model.parameters(), lr=float(t["lr"]),
+        return torch.optim.SGD(params, lr=float(t["lr"]),
                                momentum=float(t["momentum"]), weight_decay=float(t["weight_decay"]))
 
     def frames_per_sync(self) -> int:
         d = self.config["data"]
         per_batch = (d["chunks_per_minibatch"] * d["chunk_frames"] if self.model.sequence_model
                      else d["minibatch_frames"])
-        return int(per_batch) * int(self.config["sync"]["block_size"]) * self.world
+        return int(per_batch) * int(self.config["sync"]["block_size"]) * self.workers
 
     def progress(self) -> float:
         """The share of the run's planned frames (epochs x one epoch's frames) processed."""
@@ -212,28 +200,32 @@ class Trainer:
 
     @property
     def current_lr(self) -> float:
-        return float(self.optimizer.param_groups[0]["lr"])
+        return float(self.local.optimizer.param_groups[0]["lr"])
 
     def set_lr(self) -> None:
         """The schedule's rate at the run's progress (times N under sync.lr_times_workers)."""
-        lr = self.schedule.lr_at(self.progress()) * self.lr_scale
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        self.local.set_lr(self.schedule.lr_at(self.progress()) * self.lr_scale)
 
     def run_epoch(self, epoch: int, start_block: int) -> None:
         tau = int(self.config["sync"]["block_size"])
-        batches = self.data.minibatches(epoch)
-        for _ in islice(batches, start_block * tau):   # replay up to the resume point
-            pass
-        block = list(islice(batches, tau))
-        ready = self.all_ready(len(block) == tau)
+        streams = [data.minibatches(epoch) for data in self.shards]
+        for batches in streams:
+            for _ in islice(batches, start_block * tau):   # replay up to the resume point
+                pass
+
+        def next_block():   # tau minibatches of each of this process's workers
+            blocks = [list(islice(batches, tau)) for batches in streams]
+            return blocks, all(len(b) == tau for b in blocks)
+
+        block, full = next_block()
+        ready = self.all_ready(full)
         index = start_block
         every = int(self.config["train"]["checkpoint_every_blocks"])
         while ready:
             self.set_lr()
             stats, seconds = self.train_block(block)
-            block = list(islice(batches, tau))
-            ready, mean_stats = self.sync(len(block) == tau, stats)
+            block, full = next_block()
+            ready, mean_stats = self.sync(full, stats)
             index += 1
             if not np.isfinite(mean_stats[0]):   # every rank sees the same mean: all stop here
                 raise DataError(
@@ -254,34 +246,37 @@ class Trainer:
         self.comm.all_reduce(flag, "first-block check", op=torch.distributed.ReduceOp.MIN)
         return bool(flag.item() > 0.5)
 
-    def train_block(self, block) -> tuple[list[float], float]:
+    def train_block(self, blocks: list[list]) -> tuple[list[float], float]:
+        """tau minibatches on each of the process's workers (blocks[k]: worker k's); returns the
+        workers' mean [loss sum, correct frames, labelled frames] and the seconds taken."""
         start = time.perf_counter()
-        self.model.train()
-        sums, frames = torch.zeros(2, dtype=torch.float64, device=self.device), 0.0
-        for x, y in block:
-            count = labelled_frames(y)
-            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
-            self.optimizer.zero_grad(set_to_none=True)
-            stats = batch_stats(predict(self.model, x, self.config["data"]), y)
-            (stats[0] / max(count, 1.0)).backward()
-            if self.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
-            self.optimizer.step()
-            sums += stats.detach()
-            frames += count
+        self.local.train()
+        sums = torch.zeros(2, dtype=torch.float64, device=self.device)
+        frames = 0.0
+        for step in zip(*blocks):
+            sums += self.local.step(list(step)).sum(0)
+            frames += sum(labelled_frames(y) for _, y in step)
         loss_sum, correct = sums.tolist()   # the block's one wait for the device
-        return [loss_sum, correct, frames], time.perf_counter() - start
+        k = self.per_process
+        return [loss_sum / k, correct / k, frames / k], time.perf_counter() - start
+
+    def local_mean(self) -> torch.Tensor:
+        """The mean of this process's local models (its share of the all-reduce)."""
+        if self.per_process == 1:
+            return model_to_vector(self.model)
+        return self.local.vectors().double().mean(0)
 
     def sync(self, next_ready: bool, stats: list[float]) -> tuple[bool, list[float]]:
-        """One all-reduce of [model vector, extras]; the rule and the EMA take it from there."""
+        """One all-reduce of [model vector, extras] (each process's mean over its workers, so the
+        result is the mean over all N); the rule and the EMA take it from there."""
         extras = torch.tensor([1.0 if next_ready else 0.0, *stats],
                               dtype=torch.float32, device=self.device)
-        vector = torch.cat([model_to_vector(self.model).float(), extras])
+        vector = torch.cat([self.local_mean().float(), extras])
         mean = self.comm.mean(vector)
         restart = self.rule.step(mean[:-EXTRAS])
-        vector_to_model(restart, self.model)
+        self.local.load_vector(restart)
         self.counters["syncs"] += 1
-        self.counters["frames"] += float(mean[-1]) * self.world
+        self.counters["frames"] += float(mean[-1]) * self.workers
         progress = self.progress()
         for averager in self.averagers.values():
             averager.update(self.rule.global_model, progress)
@@ -369,7 +364,7 @@ class Trainer:
         self.comm.barrier("exp dir setup")
 
     def global_state(self) -> dict:
-        return {"config": self.config, "world_size": self.world, "position": self.position,
+        return {"config": self.config, "world_size": self.workers, "position": self.position,
                 "input_dim": self.input_dim, "num_pdfs": self.num_pdfs,
                 "rule": self.rule.state_dict(),
                 "averages": {name: a.state_dict() for name, a in self.averagers.items()},
@@ -377,10 +372,14 @@ class Trainer:
                 "comm": self.comm.state_dict()}
 
     def save_checkpoint(self) -> None:
+        """rank<g>.pt for each worker g of this process (its local model, optimizer, RNGs; a
+        virtual worker's dropout stream too), then state.pt."""
         where = checkpoint.directory(self.exp_dir, *self.position)
-        checkpoint.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                         "rng": checkpoint.rng_states()},
-                        os.path.join(where, f"rank{self.rank}.pt"))
+        for k, g in enumerate(self.worker_ids):
+            state = self.local.state(k)
+            checkpoint.save({"model": state["model"], "optimizer": state["optimizer"],
+                             "rng": {**checkpoint.rng_states(), "stream": state["stream"]}},
+                            os.path.join(where, f"rank{g}.pt"))
         # every rank's file is in place before state.pt marks the checkpoint complete
         self.comm.barrier("checkpoint files")
         if self.rank == 0:
@@ -402,9 +401,9 @@ class Trainer:
             raise configs.ConfigError(
                 f"cannot resume from {where}: its model has input dimension {state['input_dim']} "
                 f"and {state['num_pdfs']} pdfs; the data give {self.input_dim} and {self.num_pdfs}")
-        if state["world_size"] != self.world:
+        if state["world_size"] != self.workers:
             raise configs.ConfigError(f"cannot resume from {where}: it was written by "
-                                      f"{state['world_size']} workers, this run has {self.world}")
+                                      f"{state['world_size']} workers, this run has {self.workers}")
         local = self.load_training_state(where, state)
         self.schedule.load_state_dict(state["schedule"])
         self.counters = dict(state["counters"])
@@ -416,16 +415,19 @@ class Trainer:
         logger.info("resumed from %s (epoch %d, block %d)", where, *self.position)
         return True
 
-    def load_training_state(self, where: str, state: dict) -> dict:
-        """The models, optimizer, sync rule and averages of checkpoint `where` (state.pt already
-        read); returns this rank's file."""
-        local = checkpoint.load(os.path.join(where, f"rank{self.rank}.pt"), self.device)
-        self.model.load_state_dict(local["model"])
-        self.optimizer.load_state_dict(local["optimizer"])
+    def load_training_state(self, where: str, state: dict, streams: bool = True) -> dict:
+        """The models, optimizers, sync rule and averages of checkpoint `where` (state.pt already
+        read); returns the file of this process's first worker (its RNG states are the
+        process's). Without `streams` the workers' dropout streams go on as they are."""
+        files = [checkpoint.load(os.path.join(where, f"rank{g}.pt"), self.device)
+                 for g in self.worker_ids]
+        self.local.load_states([{"model": f["model"], "optimizer": f["optimizer"],
+                                 "stream": f["rng"].get("stream") if streams else None}
+                                for f in files])
         self.rule.load_state_dict(state["rule"])
         for name, averager in self.averagers.items():
             averager.load_state_dict(state["averages"][name])
-        return local
+        return files[0]
 
     def restore_epoch_start(self, epoch: int) -> None:
         """Undo a rejected epoch: the training state of the checkpoint it started from. The
@@ -435,7 +437,7 @@ class Trainer:
             raise DataError(f"newbob rejected epoch {epoch + 1}, but the checkpoint it started "
                             f"from, {where}, is missing; it is needed to restore the model")
         self.load_training_state(where, checkpoint.load(os.path.join(where, checkpoint.STATE),
-                                                        self.device))
+                                                        self.device), streams=False)
 
     def drop_metrics_after(self, position: tuple[int, int]) -> None:
         """Forget the metrics records of work the checkpoint does not contain (a run killed after
@@ -480,6 +482,18 @@ class Trainer:
 
     def cleanup(self) -> None:
         destroy_process_group()
+
+
+def check_worker_count(per_process: int) -> None:
+    """steps/nnet/train.sh --num-workers counts workers: it exports their number on this node,
+    which must be workers_per_process x the processes torchrun started here."""
+    expected = os.environ.get("EMASR_NUM_WORKERS")
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    if expected is not None and int(expected) != per_process * local:
+        raise configs.ConfigError(
+            f"--num-workers {expected} counts workers, but this node runs {local} process(es) of "
+            f"dist.workers_per_process={per_process} = {per_process * local} workers; give "
+            "steps/nnet/train.sh --workers-per-process K (processes = N / K)")
 
 
 def run(config: dict, targets_dir: str, train_dir: str, dev_dir: str, exp_dir: str,

@@ -1,0 +1,317 @@
+"""The workers of one process: K local models trained side by side (`dist.workers_per_process`).
+
+Each of the K virtual workers is exactly a real worker of global index rank * K + k: its own shard,
+local model, optimizer state, dropout random stream and gradient clipping. Two implementations:
+
+- `StackedWorkers` (the DNN): the K models' parameters stacked along a new first dimension, one
+  batched forward (torch.func.functional_call under vmap) and backward, one optimizer over the
+  stacked tensors. SGD with momentum and Adam update element by element, so one optimizer over
+  [K, ...] tensors is K independent optimizers; its state for worker k is the slice [k].
+- `LoopWorkers` (the LSTM, a batchnorm DNN, and K = 1): K ordinary modules and optimizers run one
+  after the other. vmap has no batching rule for nn.LSTM (aten::lstm), and a hand-written LSTMP
+  cell under vmap was 4x slower than K fused nn.LSTM calls on the CPU (docs/training.md).
+
+A worker's dropout stream is seeded as a real worker's (train.init_seed * 1000 + its global index)
+and used by nothing else, so it draws the masks that worker would draw.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, vmap
+
+from emasr.nnet.data import IGNORE
+from emasr.nnet.flat import model_to_vector, vector_to_model
+
+
+def labelled_frames(y: torch.Tensor) -> float:
+    """Frames with a label; counted on the host copy so that a GPU is not waited for."""
+    return float((y != IGNORE).sum())
+
+
+def batch_stats(log_probs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """[loss summed over labelled frames, correct frames], on the model's device: reading them
+    once per block instead of per minibatch lets a GPU run ahead of the host."""
+    flat, labels = log_probs.reshape(-1, log_probs.shape[-1]), y.reshape(-1)
+    loss = F.nll_loss(flat, labels, ignore_index=IGNORE, reduction="sum")
+    correct = ((flat.argmax(-1) == labels) & (labels != IGNORE)).sum()
+    return torch.stack([loss, correct.to(loss.dtype)])
+
+
+def predict(model, x: torch.Tensor, data_config: dict) -> torch.Tensor:
+    """Log-posteriors aligned with the labels: [B, P] (DNN) or the chunk part [B, C, P] (LSTM)."""
+    out = model(x)
+    if getattr(model, "sequence_model", False):
+        start = data_config["left_context"] + data_config["output_delay"]
+        out = out[:, start:start + data_config["chunk_frames"]]
+    return out
+
+
+def new_stream(seed: int, device: torch.device) -> torch.Generator:
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    return generator
+
+
+def can_stack(model: nn.Module) -> bool:
+    """Whether vmap can batch K copies of `model`: the DNN without batchnorm (whose running
+    statistics are updated in place, which vmap refuses)."""
+    return (not model.sequence_model
+            and not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
+            and not any(b.is_floating_point() for b in model.buffers()))
+
+
+def make_workers(model: nn.Module, make_optimizer, seeds: list[int], device: torch.device,
+                 max_grad_norm: float, data_config: dict):
+    """K = len(seeds) workers starting from `model`; seeds are their dropout streams' (for K = 1
+    the process's global torch RNG, seeded by the caller, is the worker's stream)."""
+    if len(seeds) > 1 and can_stack(model):
+        return StackedWorkers(model, make_optimizer, seeds, device, max_grad_norm)
+    return LoopWorkers(model, make_optimizer, seeds, device, max_grad_norm, data_config)
+
+
+class LoopWorkers:
+    """K modules and optimizers, trained one after the other."""
+
+    def __init__(self, model: nn.Module, make_optimizer, seeds: list[int], device: torch.device,
+                 max_grad_norm: float, data_config: dict) -> None:
+        self.models = [model] + [copy.deepcopy(model) for _ in seeds[1:]]
+        self.optimizers = [make_optimizer(m.parameters()) for m in self.models]
+        self.device, self.max_grad_norm, self.data_config = device, max_grad_norm, data_config
+        # one worker uses the global RNG as a lone process always did; several keep a stream each
+        self.streams = None if len(seeds) == 1 else [new_stream(s, device) for s in seeds]
+
+    @property
+    def count(self) -> int:
+        return len(self.models)
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self.optimizers[0]
+
+    @contextlib.contextmanager
+    def stream(self, k: int):
+        """Run worker k's step on its own dropout stream (nn.Dropout and nn.LSTM's inter-layer
+        dropout draw from the device's default generator)."""
+        if self.streams is None:
+            yield
+            return
+        default = (torch.cuda.default_generators[self.device.index or 0]
+                   if self.device.type == "cuda" else torch.default_generator)
+        saved = default.get_state()
+        default.set_state(self.streams[k].get_state())
+        try:
+            yield
+        finally:
+            self.streams[k].set_state(default.get_state())
+            default.set_state(saved)
+
+    def train(self) -> None:
+        for model in self.models:
+            model.train()
+
+    def step(self, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        """One minibatch per worker; returns [K, 2]: each worker's loss sum and correct frames."""
+        out = []
+        for k, (model, optimizer, (x, y)) in enumerate(zip(self.models, self.optimizers, batches)):
+            count = labelled_frames(y)
+            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+            with self.stream(k):
+                optimizer.zero_grad(set_to_none=True)
+                stats = batch_stats(predict(model, x, self.data_config), y)
+                (stats[0] / max(count, 1.0)).backward()
+            if self.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), self.max_grad_norm)
+            optimizer.step()
+            out.append(stats.detach())
+        return torch.stack(out)
+
+    def set_lr(self, lr: float) -> None:
+        for optimizer in self.optimizers:
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+
+    def vectors(self) -> torch.Tensor:
+        """[K, V]: the local models as flat vectors (emasr.nnet.flat order)."""
+        return torch.stack([model_to_vector(m) for m in self.models])
+
+    def load_vector(self, vector: torch.Tensor) -> None:
+        for model in self.models:
+            vector_to_model(vector, model)
+
+    def state(self, k: int) -> dict:
+        return {"model": self.models[k].state_dict(),
+                "optimizer": self.optimizers[k].state_dict(),
+                "stream": None if self.streams is None else self.streams[k].get_state()}
+
+    def load_states(self, states: list[dict]) -> None:
+        """Worker k from states[k] (a stream of None: the stream goes on)."""
+        for k, state in enumerate(states):
+            self.models[k].load_state_dict(state["model"])
+            self.optimizers[k].load_state_dict(state["optimizer"])
+            if self.streams is not None and state["stream"] is not None:
+                self.streams[k].set_state(state["stream"])
+
+
+class MaskedDropout(nn.Module):
+    """nn.Dropout with its mask given from outside (drawn from the worker's own stream)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mask: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.mask
+
+
+class StackedWorkers:
+    """K DNNs as stacked parameters [K, ...], trained as one batched computation."""
+
+    def __init__(self, model: nn.Module, make_optimizer, seeds: list[int], device: torch.device,
+                 max_grad_norm: float) -> None:
+        k = len(seeds)
+        self.template = model
+        self.net = copy.deepcopy(model)   # its Dropout layers take masks; its own tensors unused
+        self.dropouts: list[tuple[MaskedDropout, float, int]] = []   # (module, p, width)
+        width = None
+        for name, module in list(self.net.named_modules()):
+            if isinstance(module, nn.Linear):
+                width = module.out_features
+            if isinstance(module, nn.Dropout):
+                masked = MaskedDropout()
+                parent, _, attr = name.rpartition(".")
+                setattr(self.net.get_submodule(parent) if parent else self.net, attr, masked)
+                self.dropouts.append((masked, float(module.p), width))
+        self.names = [name for name, _ in model.named_parameters()]
+        self.params = {name: nn.Parameter(p.detach().unsqueeze(0).repeat(k, *[1] * p.dim()))
+                       for name, p in model.named_parameters()}
+        self.optimizer = make_optimizer([self.params[n] for n in self.names])
+        self.streams = [new_stream(s, device) for s in seeds]
+        self.device, self.max_grad_norm = device, max_grad_norm
+        self.batched = vmap(self.forward_one)
+
+    @property
+    def count(self) -> int:
+        return len(self.streams)
+
+    def forward_one(self, params: dict, x: torch.Tensor, masks: tuple) -> torch.Tensor:
+        for (module, _, _), mask in zip(self.dropouts, masks):
+            module.mask = mask
+        try:
+            return functional_call(self.net, params, (x,))
+        finally:
+            for module, _, _ in self.dropouts:
+                module.mask = None
+
+    def train(self) -> None:
+        self.net.train()
+
+    def masks(self, sizes: list[int], rows: int) -> tuple:
+        """[K, rows, width] per dropout layer: worker k's masks drawn in layer order from its
+        stream as nn.Dropout draws them (bernoulli(1 - p) / (1 - p)), padded with zeros."""
+        out = []
+        per_worker = [[torch.empty(size, width, device=self.device)
+                       .bernoulli_(1 - p, generator=stream).div_(1 - p)
+                       for _, p, width in self.dropouts]
+                      for stream, size in zip(self.streams, sizes)]
+        for layer, (_, _, width) in enumerate(self.dropouts):
+            stacked = torch.zeros(self.count, rows, width, device=self.device)
+            for k, size in enumerate(sizes):
+                stacked[k, :size] = per_worker[k][layer]
+            out.append(stacked)
+        return tuple(out)
+
+    def step(self, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        """One minibatch per worker (a short one, at an epoch's end, padded with unlabelled
+        frames: each row of a DNN is computed on its own); returns [K, 2] as LoopWorkers.step."""
+        sizes = [len(y) for _, y in batches]
+        rows = max(sizes)
+        counts = torch.tensor([labelled_frames(y) for _, y in batches], device=self.device)
+        x = torch.zeros(self.count, rows, batches[0][0].shape[-1], device=self.device)
+        y = torch.full((self.count, rows), IGNORE, dtype=torch.long, device=self.device)
+        for k, (xk, yk) in enumerate(batches):
+            x[k, :len(yk)] = xk.to(self.device, non_blocking=True)
+            y[k, :len(yk)] = yk.to(self.device, non_blocking=True)
+        self.optimizer.zero_grad(set_to_none=True)
+        log_probs = self.batched(self.params, x, self.masks(sizes, rows))
+        flat = log_probs.reshape(-1, log_probs.shape[-1])
+        losses = F.nll_loss(flat, y.reshape(-1), ignore_index=IGNORE,
+                            reduction="none").view(self.count, rows).sum(1)
+        correct = ((log_probs.argmax(-1) == y) & (y != IGNORE)).sum(1)
+        # worker k's loss depends on its slice of the parameters only: one backward gives each
+        # its own gradient
+        (losses / counts.clamp(min=1.0)).sum().backward()
+        if self.max_grad_norm > 0:
+            self.clip_gradients()
+        self.optimizer.step()
+        return torch.stack([losses.detach(), correct.to(losses.dtype)], dim=1)
+
+    @torch.no_grad()
+    def clip_gradients(self) -> None:
+        """torch.nn.utils.clip_grad_norm_ for each worker: its total norm over its own slices."""
+        grads = [self.params[n].grad for n in self.names]
+        norms = torch.stack([torch.linalg.vector_norm(g.reshape(self.count, -1), dim=1)
+                             for g in grads], dim=1)
+        total = torch.linalg.vector_norm(norms, dim=1)
+        scale = torch.clamp(self.max_grad_norm / (total + 1e-6), max=1.0)
+        for g in grads:
+            g.mul_(scale.view(-1, *[1] * (g.dim() - 1)))
+
+    def set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def vectors(self) -> torch.Tensor:
+        return torch.cat([self.params[n].detach().reshape(self.count, -1) for n in self.names],
+                         dim=1)
+
+    @torch.no_grad()
+    def load_vector(self, vector: torch.Tensor) -> None:
+        offset = 0
+        for name in self.names:
+            p = self.params[name]
+            size = p[0].numel()
+            p.copy_(vector[offset:offset + size].view_as(p[0]).unsqueeze(0).expand_as(p))
+            offset += size
+        if offset != vector.numel():
+            raise ValueError(f"vector has {vector.numel()} values, the model {offset}")
+
+    def state(self, k: int) -> dict:
+        """Worker k's state in a real worker's layout (its module and optimizer state_dicts)."""
+        model = {name: (self.params[name][k].detach().clone() if name in self.params
+                        else value.clone())
+                 for name, value in self.template.state_dict().items()}
+        saved = self.optimizer.state_dict()
+        optimizer = {"param_groups": copy.deepcopy(saved["param_groups"]),
+                     "state": {i: {key: value[k].clone() if per_worker(value) else value
+                                   for key, value in entry.items()}
+                               for i, entry in saved["state"].items()}}
+        return {"model": model, "optimizer": optimizer, "stream": self.streams[k].get_state()}
+
+    @torch.no_grad()
+    def load_states(self, states: list[dict]) -> None:
+        for name in self.names:
+            self.params[name].copy_(torch.stack([s["model"][name] for s in states]))
+        first = states[0]["optimizer"]
+        stacked = {"param_groups": copy.deepcopy(first["param_groups"]),
+                   "state": {i: {key: torch.stack([s["optimizer"]["state"][i][key] for s in states])
+                                 if per_worker(value) else value
+                                 for key, value in entry.items()}
+                             for i, entry in first["state"].items()}}
+        self.optimizer.load_state_dict(stacked)
+        for stream, state in zip(self.streams, states):
+            if state["stream"] is not None:
+                stream.set_state(state["stream"])
+
+
+def per_worker(value) -> bool:
+    """Optimizer state with one entry per worker (momentum buffers), not shared (Adam's step)."""
+    return torch.is_tensor(value) and value.dim() > 0
+
+
+__all__ = ["LoopWorkers", "StackedWorkers", "batch_stats", "can_stack", "labelled_frames",
+           "make_workers", "predict"]
