@@ -2,6 +2,9 @@
 # Align a data dir with a GMM-HMM system (Kaldi's steps/align_si.sh): Viterbi alignment of each
 # utterance's transcript, beam 10 with a retry at beam 40, silence boosted as in training. Writes
 # an alignment dir in Kaldi's layout. The work is `emasr gmm-align`, one job per data split.
+# Features as Kaldi decides them: CMVN -> splice -> final.mat when <src-dir> has final.mat (an
+# LDA system), else CMVN -> deltas; final.mat and splice_opts go into the alignment dir, so the
+# system trained on it sees them (steps/lib/gmm_feats.sh).
 set -euo pipefail
 
 # Begin configuration section.
@@ -13,12 +16,14 @@ retry_beam=40
 careful=false
 boost_silence=1.0  # factor on the silence Gaussians' weights when aligning
 max_failed=0.1     # a job fails when more than this fraction of its utterances cannot be aligned
+transform_dir=     # dir with trans.JOB: per-speaker (fMLLR) transforms applied after final.mat
 # End configuration section.
 
 help_message="Usage: $0 [options] <data-dir> <lang-dir> <src-dir> <align-dir>
 e.g.: $0 data/train data/lang exp/tri1 exp/tri1_ali
-Writes <align-dir>/{ali.JOB.gz,num_jobs,final.mdl,tree,cmvn_opts,phones.txt} and
-<align-dir>/log/align.JOB.log (each names the utterances it could not align).
+Writes <align-dir>/{ali.JOB.gz,num_jobs,final.mdl,tree,cmvn_opts,phones.txt} (and, from an LDA
+system, final.mat, full.mat and splice_opts; else delta_order) and <align-dir>/log/align.JOB.log
+(each names the utterances it could not align).
 Options:
   --nj <nj>                  # number of parallel jobs (default $nj)
   --cmd <run.pl|queue.pl ..> # how to run jobs (default $cmd)
@@ -26,7 +31,8 @@ Options:
   --retry-beam <beam>        # beam of the retry for failed utterances (default $retry_beam)
   --boost-silence <factor>   # boost silence weights (default $boost_silence)
   --scale-opts <opts>        # alignment scales (default: '$scale_opts')
-  --max-failed <fraction>    # allowed fraction of unaligned utterances per job (default $max_failed)"
+  --max-failed <fraction>    # allowed fraction of unaligned utterances per job (default $max_failed)
+  --transform-dir <dir>      # apply <dir>/trans.JOB (per speaker) last; <dir>'s num_jobs = --nj"
 
 echo "$0 $*"
 utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
@@ -44,12 +50,26 @@ for f in "$data/feats.scp" "$data/text" "$lang/L.fst" "$lang/words.txt" \
 done
 check_phones_compatible.sh "$lang/phones.txt" "$srcdir/phones.txt"
 cmvn_opts=$(cat "$srcdir/cmvn_opts" 2>/dev/null || true)
-delta_order=$(cat "$srcdir/delta_order" 2>/dev/null || echo 2)
+# shellcheck source=steps/lib/gmm_feats.sh
+. "$(dirname "$0")/lib/gmm_feats.sh"
+[ -n "$transform_dir" ] && check_transform_dir_jobs "$transform_dir" "$nj"
+gmm_feat_opts "$srcdir" "$transform_dir"   # feat_type, delta_order, transform_opts
+check_gmm_feat_dim "$srcdir/final.mdl" "$data"
 
 mkdir -p "$dir/log"
 echo "$nj" > "$dir/num_jobs"
 echo "$cmvn_opts" > "$dir/cmvn_opts"
-echo "$delta_order" > "$dir/delta_order"
+if [ "$feat_type" = lda ]; then  # as Kaldi: the next system reads them from the ali dir
+  rm -f "$dir/delta_order"
+  for f in final.mat full.mat splice_opts; do
+    if [ -f "$srcdir/$f" ] && ! [ "$srcdir/$f" -ef "$dir/$f" ]; then
+      cp -L "$srcdir/$f" "$dir/$f"
+    fi
+  done
+else
+  rm -f "$dir/final.mat" "$dir/full.mat" "$dir/splice_opts"  # of an earlier LDA system's run
+  echo "$delta_order" > "$dir/delta_order"
+fi
 cp "$srcdir/tree" "$dir/tree"
 cp -L "$srcdir/final.mdl" "$dir/final.mdl"
 [ -f "$srcdir/final.occs" ] && cp -L "$srcdir/final.occs" "$dir/final.occs"
@@ -59,9 +79,11 @@ sdata=$data/split$nj
 extra=()
 [ "$careful" = true ] && extra+=(--careful)
 
-echo "$0: aligning data in $data using model from $srcdir, putting alignments in $dir"
+echo "$0: aligning data in $data using model from $srcdir ($feat_type features)," \
+     "putting alignments in $dir"
 $cmd JOB=1:"$nj" "$dir/log/align.JOB.log" \
   emasr gmm-align --cmvn-opts "$cmvn_opts" --delta-order "$delta_order" \
+    ${transform_opts[@]+"${transform_opts[@]}"} \
     --beam "$beam" --retry-beam "$retry_beam" --boost-silence "$boost_silence" \
     $scale_opts \
     --max-failed "$max_failed" ${extra[@]+"${extra[@]}"} \

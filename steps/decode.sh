@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Decode a data dir with a GMM-HMM model (Kaldi's steps/decode.sh): features read as the model
-# was trained (CMVN options from <srcdir>/cmvn_opts, deltas), GMM log-likelihoods over pdfs, then
-# Kaldi's lattice decoder against HCLG; lat.JOB.gz and hyp.JOB.txt per job, then scoring.
+# was trained (CMVN options from <srcdir>/cmvn_opts, then deltas, or splicing and final.mat when
+# <srcdir> has final.mat: steps/lib/gmm_feats.sh), GMM log-likelihoods over pdfs, then Kaldi's
+# lattice decoder against HCLG; lat.JOB.gz and hyp.JOB.txt per job, then scoring.
 set -euo pipefail
 
 # Begin configuration section.
@@ -18,6 +19,8 @@ decoder=lattice-faster  # bounded by --max-active; lattice-simple prunes by --be
                         # GMMs its search explodes). Both write lattices for LM-weight sweeps.
 model=           # default: <srcdir>/final.mdl
 delta_order=     # default: <srcdir>/delta_order if the training step left one, else 2
+                 # (an LDA system, with final.mat, reads no deltas)
+transform_dir=   # dir with trans.JOB: per-speaker (fMLLR) transforms applied after final.mat
 skip_scoring=false
 scoring_opts=
 max_failed_fraction=0.05  # fail when more than this share of the utterances got no lattice
@@ -30,6 +33,7 @@ Options:
   --nj <n> --cmd <run.pl|queue.pl ..> --stage <n>
   --beam <b> --lattice-beam <b> --max-active <n> --min-active <n> --prune-interval <n>
   --acwt <scale> --decoder <lattice-faster|lattice-simple> --model <final.mdl> --delta-order <n>
+  --transform-dir <dir>       apply <dir>/trans.JOB (per speaker) after final.mat; its num_jobs = --nj
   --skip-scoring <true|false> --scoring-opts '<opts for local/score.sh>'
   --max-failed-fraction <f>   utterances whose decode failed are scored as deletions; more than
                               this share of them fails the step, naming them (default $max_failed_fraction)"
@@ -54,9 +58,15 @@ compat=(--model "$model" --graph "$graphdir")
 [ -f "$(dirname "$model")/tree" ] && compat+=(--tree "$(dirname "$model")/tree")
 emasr check-compatible "${compat[@]}" || exit 1
 cmvn_opts=$(cat "$srcdir/cmvn_opts" 2>/dev/null || true)
-if [ -z "$delta_order" ]; then
-  delta_order=$(cat "$srcdir/delta_order" 2>/dev/null || echo 2)
+delta_order_option=$delta_order
+# shellcheck source=steps/lib/gmm_feats.sh
+. "$(dirname "$0")/lib/gmm_feats.sh"
+[ -n "$transform_dir" ] && check_transform_dir_jobs "$transform_dir" "$nj"
+gmm_feat_opts "$srcdir" "$transform_dir"   # feat_type, delta_order, transform_opts
+if [ -n "$delta_order_option" ] && [ "$feat_type" = delta ]; then
+  delta_order=$delta_order_option
 fi
+check_gmm_feat_dim "$model" "$data"
 norm_vars=--no-norm-vars
 case "$cmvn_opts" in *--norm-vars=true*) norm_vars=--norm-vars ;; esac
 
@@ -73,7 +83,8 @@ if [ "$stage" -le 0 ]; then
     emasr gmm-decode --beam "$beam" --lattice-beam "$lattice_beam" --max-active "$max_active" \
       --min-active "$min_active" --prune-interval "$prune_interval" --acwt "$acwt" \
       --decoder "$decoder" $norm_vars \
-      --delta-order "$delta_order" --word-symbol-table "$graphdir/words.txt" \
+      --delta-order "$delta_order" ${transform_opts[@]+"${transform_opts[@]}"} \
+      --word-symbol-table "$graphdir/words.txt" \
       "$model" "$graphdir/HCLG.fst" "$sdata/JOB" "$dir/lat.JOB.gz" \
     || { rm -f "$dir"/lat.*.gz.tmp.* "$dir"/hyp.*.txt.tmp.*; exit 1; }
 fi

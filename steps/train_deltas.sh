@@ -84,9 +84,7 @@ read -r -a align_opts <<< "$scale_opts"
 align_opts+=(--beam "$beam" --retry-beam "$retry_beam" --boost-silence "$boost_silence"
             --max-failed "$max_failed")
 [ "$careful" = true ] && align_opts+=(--careful)
-extra_questions=()
-[ -s "$lang/phones/extra_questions.int" ] && \
-  extra_questions=(--extra-questions "$lang/phones/extra_questions.int")
+. "$(dirname "$0")/lib/build_tree.sh"   # questions_and_tree, init_tree_model
 
 if [ "$stage" -le -3 ]; then
   echo "$0: accumulating tree stats"
@@ -100,18 +98,8 @@ if [ "$stage" -le -3 ]; then
 fi
 
 if [ "$stage" -le -2 ]; then
-  echo "$0: getting questions for tree-building, via clustering"
-  $cmd "$dir/log/questions.log" \
-    emasr cluster-phones ${extra_questions[@]+"${extra_questions[@]}"} \
-      "$lang/phones/sets.int" "$dir/questions.int" "$dir/treeacc"
-  echo "$0: building the tree"
-  $cmd "$dir/log/build_tree.log" \
-    emasr build-tree --max-leaves "$num_leaves" --thresh "$tree_thresh" \
-      --min-count "$tree_min_count" --cluster-thresh "$cluster_thresh" \
-      "$lang/phones/roots.int" "$dir/questions.int" "$lang/topo" "$dir/tree" "$dir/treeacc"
-  $cmd "$dir/log/init_model.log" \
-    emasr gmm-init-model --write-occs "$dir/1.occs" "$dir/tree" "$lang/topo" "$dir/1.mdl" \
-      "$dir/treeacc"
+  questions_and_tree
+  init_tree_model
 fi
 numgauss=$(emasr gmm-info "$dir/1.mdl" | awk '/number of pdfs/ {print $NF}')
 incgauss=$(( (totgauss - numgauss) / max_iter_inc ))

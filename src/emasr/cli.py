@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "int2sym": ("emasr.lang.symbol_map:int2sym_cli", "Integers -> symbols through a symbol table (int2sym.pl)."),
     "train-lm": ("emasr.lang.train_lm:train_lm_cli", "Segment LM text with sentencepiece, train a 3-gram KN ARPA."),
     "format-lm": ("emasr.lang.format_lm:format_lm_cli", "ARPA -> lang_test with G.fst (kaldilm arpa2fst)."),
+    "prepare-lang-nnet": ("emasr.lang.nnet_lang:prepare_lang_nnet_cli", "Copy a lang dir with the one-frame (skip) topology: the networks' lang dir."),
     # -- feats --
     "compute-fbank-feats": ("emasr.feats.extract:compute_fbank_cli", "Compute Kaldi fbank features for a wav.scp (one job)."),
     "compute-mfcc-feats": ("emasr.feats.extract:compute_mfcc_cli", "Compute Kaldi MFCC features for a wav.scp (one job)."),
@@ -68,8 +69,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster-phones": ("emasr.gmm.questions:cluster_phones_cli", "Tree questions by top-down clustering of phone sets, plus extra questions."),
     "build-tree": ("emasr.gmm.build_tree:build_tree_cli", "Grow and cluster a phonetic decision tree; write a Kaldi tree file."),
     "gmm-init-model": ("emasr.gmm.tri:init_model_cli", "Initialize a context-dependent model from a tree and tree stats."),
+    "nnet-acc-tree-stats": ("emasr.gmm.nnet_tree:nnet_acc_tree_stats_cli", "Tree statistics on frame-subsampled features (acc-tree-stats | subsample-feats, one job)."),
+    "train-transitions": ("emasr.gmm.nnet_tree:train_transitions_cli", "Re-estimate a model's transition probabilities from alignments (nnet3-am-train-transitions)."),
     "ali-boundary-error": ("emasr.gmm.boundary_error:boundary_error_cli", "Mean phone-boundary error of alignments against synthesizer timings."),
     "gmm-info": ("emasr.gmm.model_info:gmm_info_cli", "Numbers of phones, pdfs, transition ids and Gaussians of a Kaldi model."),
+    "feat-to-dim": ("emasr.gmm.feature_options:feat_to_dim_cli", "Dimension of a data dir's GMM features after deltas or splice + final.mat; --model checks it."),
     "show-transitions": ("emasr.gmm.model_info:show_transitions_cli", "Transition states, ids and probabilities of a Kaldi model."),
     # -- transform (LDA, MLLT, fMLLR) --
     "acc-lda": ("emasr.transform.commands:acc_lda_cli", "LDA statistics per pdf class from alignments (one job's .acc)."),

@@ -9,7 +9,9 @@ files and both numbers (as Kaldi's utils/check_phones_compatible.sh does for pho
 A graph dir records the identity of the tree it was built with in ``tree.sha256`` (a digest of
 the tree's Kaldi binary serialisation, so a text and a binary copy of one tree agree); a decoder
 refuses a model whose tree differs, since the graph's transition ids then mean other HMM states
-even when the number of pdfs agrees.
+even when the number of pdfs agrees. A targets dir records the tree of its alignments the same
+way (make-targets), so training refuses a --trans-mdl of another tree: a GMM tree and a network
+tree (steps/nnet/build_tree.sh) can have the same number of pdfs and different ones.
 """
 from __future__ import annotations
 
@@ -119,16 +121,33 @@ def record_tree(graph_dir: str, tree_path: str) -> None:
         f.write(tree_digest(tree_path) + "\n")
 
 
+def _recorded_tree_differs(directory: str, tree_path: str) -> str | None:
+    """The path of <directory>/tree.sha256 when it names another tree than tree_path, else None
+    (also when there is no record: graphs and targets from Kaldi or older runs pass)."""
+    recorded_path = os.path.join(directory, TREE_DIGEST_FILE)
+    if not os.path.isfile(recorded_path):
+        return None
+    recorded = open(recorded_path).read().split()
+    return None if recorded[:1] == [tree_digest(tree_path)] else recorded_path
+
+
 def check_graph_tree(graph_dir: str, tree_path: str) -> None:
     """The graph was built with this tree (graphs without tree.sha256, e.g. Kaldi's, pass)."""
-    recorded_path = os.path.join(graph_dir, TREE_DIGEST_FILE)
-    if not os.path.isfile(recorded_path):
-        return
-    recorded = open(recorded_path).read().split()
-    if recorded[:1] != [tree_digest(tree_path)]:
+    recorded_path = _recorded_tree_differs(graph_dir, tree_path)
+    if recorded_path:
         raise CompatError(f"{graph_dir}/HCLG.fst was built with another tree than {tree_path} "
                           f"({recorded_path} differs): rebuild the graph with utils/mkgraph.sh "
                           "for this model")
+
+
+def check_targets_tree(targets_dir: str, tree_path: str) -> None:
+    """The targets are pdfs of this tree (targets dirs without tree.sha256 pass)."""
+    recorded_path = _recorded_tree_differs(targets_dir, tree_path)
+    if recorded_path:
+        raise CompatError(f"{targets_dir} holds the pdfs of another tree than {tree_path} "
+                          f"({recorded_path} differs): make the targets from the alignments of "
+                          "this tree (steps/nnet/make_targets.sh), or train with the model of "
+                          "theirs")
 
 
 def check_tree_matches_model(tree_path: str, model_path: str) -> None:
@@ -155,15 +174,18 @@ def check_tree_matches_model(tree_path: str, model_path: str) -> None:
 # -- command line --
 
 @click.command("check-compatible")
-@click.option("--targets", "targets_dir", default=None, help="A targets dir (its num_pdfs).")
+@click.option("--targets", "targets_dir", default=None,
+              help="A targets dir (its num_pdfs, and tree.sha256 where it has one).")
 @click.option("--model", default=None, help="A Kaldi final.mdl (its transition model).")
-@click.option("--tree", default=None, help="A Kaldi tree; checked against --model and --graph.")
+@click.option("--tree", default=None,
+              help="A Kaldi tree; checked against --model, --graph and --targets.")
 @click.option("--graph", "graph_dir", default=None,
               help="A graph dir (its num_pdfs and tree.sha256, where it has them).")
 @click.option("--network", default=None, help="A network file (final.pt, ema.pt).")
 def check_compatible_cli(targets_dir, model, tree, graph_dir, network):
     """Check that the inputs given agree: the same number of pdfs for all of them, --tree the
-    tree of --model, and --graph built with --tree. Exits 1 naming both files on a mismatch."""
+    tree of --model, --graph built with --tree and --targets made from its alignments. Exits 1
+    naming both files on a mismatch."""
     try:
         counts = []
         if targets_dir:
@@ -181,5 +203,7 @@ def check_compatible_cli(targets_dir, model, tree, graph_dir, network):
             check_tree_matches_model(tree, model)
         if tree and graph_dir:
             check_graph_tree(graph_dir, tree)
+        if tree and targets_dir:
+            check_targets_tree(targets_dir, tree)
     except CompatError as err:
         raise click.ClickException(str(err)) from None

@@ -5,7 +5,9 @@
 set -euo pipefail
 
 # Begin configuration section.
-frame_subsampling_factor=3  # k: the network reads 1 frame in k (the feature pipeline's stacking)
+frame_subsampling_factor=   # k: the network reads 1 frame in k (the feature pipeline's stacking);
+                            # default: <ali-dir>/frame_subsampling_factor when it has one (an
+                            # alignment dir at the network's rate), else 3
 ali_type=transition         # transition | pdf: what the alignments hold
 num_pdfs=                   # for --ali-type pdf without final.mdl or num_pdfs in the ali dir
 prior_floor=5e-6            # floor on the priors before the log
@@ -20,9 +22,10 @@ cmd=run.pl                  # job launcher (one job), e.g. "$train_cmd" from cmd
 help_message="Usage: $0 [options] <ali-dir> <feat-data-dir> <targets-dir>
 e.g.: $0 --frame-subsampling-factor 3 exp/tri3_ali data/train_fbank exp/dnn/targets
 Writes <targets-dir>/pdf.scp (+ pdf.JOB.ark), num_pdfs, pdf_counts, prior.vec,
-frame_subsampling_factor, skipped, summary; log in <targets-dir>/log/make_targets.log.
+frame_subsampling_factor, tree.sha256 (when <ali-dir> has a tree), skipped, summary; log in <targets-dir>/log/make_targets.log.
 Options:
-  --frame-subsampling-factor K   network frame rate is 1/K of the 10 ms features (default 3)
+  --frame-subsampling-factor K   network frame rate is 1/K of the 10 ms features (default: the
+                                 ali dir's frame_subsampling_factor, else 3)
   --ali-type transition|pdf      alignments of transition ids (need final.mdl) or pdf ids
   --num-pdfs N                   number of pdfs for --ali-type pdf
   --prior-floor F                floor on the priors (default 5e-6)
@@ -50,6 +53,9 @@ if ! ls "$ali_dir"/ali.*.gz "$ali_dir"/ali.[0-9]* >/dev/null 2>&1; then
 fi
 if [ ! -f "$data/utt2num_frames" ] && [ ! -f "$data/feats.scp" ]; then
   echo "$0: expected file $data/utt2num_frames or $data/feats.scp to exist" >&2; exit 1
+fi
+if [ -z "$frame_subsampling_factor" ]; then
+  frame_subsampling_factor=$(cat "$ali_dir/frame_subsampling_factor" 2>/dev/null || echo 3)
 fi
 if [ "$ali_type" = transition ] && [ -f "$ali_dir/tree" ]; then
   # The alignments are read through final.mdl: it must be the model of the dir's tree.

@@ -8,7 +8,8 @@
 - ``num_pdfs``; ``pdf_counts`` (Kaldi text vector of the written targets' counts); ``prior.vec``
   (log priors, floored, Kaldi text vector; counted over the utterances of ``--priors-from`` when
   given, so that a dev set aligned for frame accuracy does not leak into the model);
-  ``frame_subsampling_factor``;
+  ``frame_subsampling_factor``; ``tree.sha256``, the digest of the ali dir's ``tree`` when it has
+  one (emasr.compat: training and ``check-compatible --targets --tree`` refuse another tree's);
 - ``skipped`` (utterance -> reason) and ``summary``.
 
 Lengths are checked as Kaldi does: an alignment at 10 ms must have the features' T frames within 2
@@ -32,6 +33,7 @@ import kaldiio.matio
 import numpy as np
 
 from emasr.ali.alignments import ALI_TYPES, AlignmentDir, AlignmentError, open_alignment_dir
+from emasr.compat import TREE_DIGEST_FILE, record_tree
 from emasr.feats.pipeline import FeaturePipeline, PipelineConfig, lengths_agree
 from emasr.gmm.kaldi_io import KaldiReader, KaldiWriter
 from emasr.io.atomic import atomic_write
@@ -171,8 +173,10 @@ def make_targets(ali_dir: str | os.PathLike, feat_data: str | os.PathLike,
     summary.prior_frames = int(prior_counts.sum())
     summary.prior_utts = sum(1 for items in per_file.values() for utt, _ in items
                              if prior_utts is None or utt in prior_utts)
+    tree = ali.path / "tree"
     _write_targets_dir(Path(out_dir), per_file, counts, subsampling_factor,
-                       log_priors(prior_counts, prior_floor), summary)
+                       log_priors(prior_counts, prior_floor), summary,
+                       tree if ali.ali_type == "transition" and tree.is_file() else None)
     return summary
 
 
@@ -288,7 +292,8 @@ def log_priors(counts: np.ndarray, floor: float) -> np.ndarray:
 
 
 def _write_targets_dir(out_dir: Path, per_file, counts: np.ndarray, factor: int,
-                       priors: np.ndarray, summary: TargetsSummary) -> None:
+                       priors: np.ndarray, summary: TargetsSummary,
+                       tree: Path | None = None) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     # An old pdf.scp would point into arks about to be replaced; without it a crash below leaves
     # a dir that is visibly incomplete rather than silently inconsistent.
@@ -309,6 +314,10 @@ def _write_targets_dir(out_dir: Path, per_file, counts: np.ndarray, factor: int,
     _write_text(out_dir / "frame_subsampling_factor", f"{factor}\n")
     write_table(out_dir / "skipped", summary.skipped)
     _write_text(out_dir / "summary", "".join(line + "\n" for line in summary.lines()))
+    if tree is not None:  # which tree's pdfs these are: the number of pdfs alone does not say
+        record_tree(str(out_dir), str(tree))
+    else:
+        (out_dir / TREE_DIGEST_FILE).unlink(missing_ok=True)
     write_table(out_dir / "pdf.scp", scp)  # last: a present pdf.scp means complete arks
     for stale in out_dir.glob("pdf.*.ark"):
         if int(stale.name.split(".")[1]) not in per_file:

@@ -25,6 +25,7 @@ from emasr.decode.decoder import (DECODERS, PRUNE_INTERVAL, DecodeConfig, Decode
                                   UtteranceDecoder)
 from emasr.decode.fstutil import read_fst
 from emasr.decode.lattice_io import LatticeArchiveWriter
+from emasr.gmm.feature_options import transform_options
 from emasr.io.table import read_table, write_table
 from emasr.log import progress
 
@@ -218,11 +219,13 @@ def decode_loglikes_cli(model, hclg, loglikes_rspecifier, lattice_out, **options
     finish(stats, options["frame_shift"])
 
 
-def gmm_loglike_items(data_dir: str, am_gmm, cmvn: str, norm_vars: bool, delta_order: int
-                      ) -> Iterator[tuple[str, np.ndarray | Exception]]:
+def gmm_loglike_items(data_dir: str, am_gmm, cmvn: str, norm_vars: bool, delta_order: int,
+                      stages=None) -> Iterator[tuple[str, np.ndarray | Exception]]:
     """(utt, GMM log-likelihoods) over a data dir's features with CMVN and deltas, as
-    emasr.feats.deltas.iter_gmm_feats reads them; a per-utterance failure (features that do not
-    fit the CMVN stats or the GMMs) is passed on in place of the matrix."""
+    emasr.feats.deltas.iter_gmm_feats reads them, then ``stages`` (an LDA system's splicing and
+    final.mat, SAT's per-speaker transforms: emasr.transform.features.FeatureStages); a
+    per-utterance failure (features that do not fit the CMVN stats, a transform or the GMMs)
+    is passed on in place of the matrix."""
     from emasr.decode.gmm_loglikes import gmm_loglikes, stack_gmms
     from emasr.feats.cmvn import apply_cmvn
     from emasr.feats.deltas import add_deltas
@@ -235,6 +238,8 @@ def gmm_loglike_items(data_dir: str, am_gmm, cmvn: str, norm_vars: bool, delta_o
                 feats = apply_cmvn(feats, stats, norm_vars)
             if delta_order > 0:
                 feats = add_deltas(feats, delta_order)
+            if stages is not None:
+                feats = stages.apply(utt, feats)
             yield utt, gmm_loglikes(gmms, feats)
         except ValueError as err:  # CmvnError is a ValueError too
             yield utt, err
@@ -248,18 +253,31 @@ def gmm_loglike_items(data_dir: str, am_gmm, cmvn: str, norm_vars: bool, delta_o
               help="Normalise variances too (Kaldi cmvn_opts --norm-vars=true).")
 @click.option("--delta-order", type=int, default=2, show_default=True,
               help="Delta order of the features (Kaldi's add-deltas; 0 = none).")
+@transform_options
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.argument("hclg", type=click.Path(dir_okay=False))
 @click.argument("data_dir", type=click.Path(file_okay=False))
 @click.argument("lattice_out")
-def gmm_decode_cli(model, hclg, data_dir, lattice_out, cmvn, norm_vars, delta_order, **options):
+def gmm_decode_cli(model, hclg, data_dir, lattice_out, cmvn, norm_vars, delta_order,
+                   splice_opts, transform, speaker_transforms, utt2spk, **options):
     """Decode a data dir with a Kaldi GMM model (Kaldi's gmm-latgen-faster).
 
-    Features are read as Kaldi's decode.sh reads them (apply-cmvn, add-deltas), scored by the
-    model's AmDiagGmm and decoded through the same path as decode-loglikes.
+    Features are read as Kaldi's decode.sh reads them (apply-cmvn, then add-deltas, or for an
+    LDA system --delta-order 0 --splice-opts ... --transform final.mat), scored by the model's
+    AmDiagGmm and decoded through the same path as decode-loglikes.
     """
+    from emasr.gmm.inputs import FeatureOptions, check_model_dim, feature_stages
     decoder, kaldi_model = load_decoder(model, hclg, config_from(options), need_gmm=True)
-    items = gmm_loglike_items(data_dir, kaldi_model.am_gmm, cmvn, norm_vars, delta_order)
+    feature_options = FeatureOptions(delta_order=delta_order, splice_opts=splice_opts,
+                                     transform=transform, speaker_transforms=speaker_transforms,
+                                     utt2spk=utt2spk)
+    try:
+        check_model_dim(model, kaldi_model.am_gmm.dim, data_dir, feature_options)
+        stages = feature_stages(data_dir, feature_options)
+    except (ValueError, FileNotFoundError) as err:
+        raise click.ClickException(str(err)) from None
+    items = gmm_loglike_items(data_dir, kaldi_model.am_gmm, cmvn, norm_vars, delta_order,
+                              stages)
     stats = decode_job(decoder, items, lattice_out,
                        options["hyp_out"] or default_hyp_path(lattice_out),
                        read_word_symbols(options["word_symbol_table"]))

@@ -44,7 +44,7 @@ def gmm_loglikes(gmms: StackedGmms, feats: np.ndarray) -> np.ndarray:
     """[T, D] features -> [T, num_pdfs] float32 log-likelihoods."""
     if feats.ndim != 2 or feats.shape[1] != gmms.dim:
         raise ValueError(f"features have shape {tuple(feats.shape)}; the GMMs expect dimension "
-                         f"{gmms.dim} (check the delta order and feature type)")
+                         f"{gmms.dim} (check the delta order, final.mat and feature type)")
     x = feats.astype(np.float64)
     per_gauss = gmms.gconsts + x @ gmms.means_invvars.T - 0.5 * (x * x) @ gmms.inv_vars.T
     peak = np.maximum.reduceat(per_gauss, gmms.starts, axis=1)

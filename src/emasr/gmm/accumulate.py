@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import click
 import numpy as np
 
-from emasr.gmm.inputs import FeatureOptions, SkipCounter, iter_aligned_features
+from emasr.gmm.feature_options import options_from, transform_options
+from emasr.gmm.inputs import FeatureOptions, SkipCounter, check_model_dim, iter_aligned_features
 from emasr.gmm.model_io import read_model
 from emasr.io.atomic import atomic_write
 
@@ -120,6 +121,7 @@ def accumulate_utterance(model, stats: GmmStats, feats: np.ndarray, pdfs: np.nda
 def accumulate_alignments(model_path: str, data_dir: str, ali_path: str, options: FeatureOptions,
                           max_skipped: float) -> GmmStats:
     model = read_model(model_path)
+    check_model_dim(model_path, model.am_gmm.dim, data_dir, options)
     tid2pdf = np.asarray(model.transition_model.id2pdf_id, dtype=np.int64)
     stats = GmmStats.zeros(model)
     counter = SkipCounter(f"gmm-acc-stats-ali {data_dir}", max_skipped)
@@ -136,17 +138,21 @@ def accumulate_alignments(model_path: str, data_dir: str, ali_path: str, options
 @click.command("gmm-acc-stats-ali")
 @click.option("--cmvn-opts", default="", help="Kaldi's cmvn_opts, e.g. '--norm-vars=false'.")
 @click.option("--delta-order", type=int, default=2, show_default=True)
+@transform_options
 @click.option("--max-skipped", type=float, default=0.1, show_default=True,
               help="Fail when more than this fraction of utterances cannot be used.")
 @click.argument("model", type=click.Path(dir_okay=False, exists=True))
 @click.argument("data", type=click.Path(file_okay=False, exists=True))
 @click.argument("ali", type=click.Path(dir_okay=False, exists=True))
 @click.argument("stats_out", type=click.Path(dir_okay=False))
-def acc_stats_ali_cli(cmvn_opts, delta_order, max_skipped, model, data, ali, stats_out):
+def acc_stats_ali_cli(cmvn_opts, delta_order, splice_opts, transform, speaker_transforms,
+                      utt2spk, max_skipped, model, data, ali, stats_out):
     """Accumulate GMM and transition statistics for MODEL from the alignments ALI (ali.JOB.gz)
-    of the data dir DATA (features with CMVN and deltas), into STATS_OUT (one job's .acc)."""
-    options = FeatureOptions.parse(cmvn_opts, delta_order)
+    of the data dir DATA (features with CMVN and deltas, or CMVN, splicing and --transform),
+    into STATS_OUT (one job's .acc)."""
     try:
+        options = options_from(cmvn_opts, delta_order, splice_opts, transform,
+                               speaker_transforms, utt2spk)
         stats = accumulate_alignments(model, data, ali, options, max_skipped)
     except (ValueError, RuntimeError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None

@@ -3,6 +3,13 @@ read them (``apply-cmvn $cmvn_opts ... | add-deltas``), plus the bookkeeping of 
 
 ``cmvn_opts`` is Kaldi's option string, stored in every GMM exp dir (``cmvn_opts``):
 ``--norm-means=true|false --norm-vars=true|false`` (default: means only).
+
+An LDA system (a model dir with ``final.mat``) reads ``apply-cmvn | splice-feats $splice_opts |
+transform-feats final.mat`` instead: ``FeatureOptions(delta_order=0, splice_opts=...,
+transform=...)``. A SAT system adds per-speaker affine transforms after it
+(``speaker_transforms='ark:trans.JOB'``, looked up through the data dir's utt2spk). The stages
+are emasr.transform.features.FeatureStages; ``feature_dim`` gives the pipeline's output
+dimension before any work, so a model of another dimension is one clear error naming the files.
 """
 from __future__ import annotations
 
@@ -27,9 +34,22 @@ class FeatureOptions:
     norm_means: bool = True
     norm_vars: bool = False
     delta_order: int = 2
+    splice_opts: str = ""                  # Kaldi's splice_opts; '' = no splicing
+    transform: str | None = None           # a Kaldi matrix file (final.mat) after splicing
+    speaker_transforms: str | None = None  # a table of affine transforms (ark:trans.JOB)
+    utt2spk: str | None = None             # for speaker_transforms; None: the data dir's
+    # (F, c): keep 10 ms frame c of every window of F, after every other stage (Kaldi chain's
+    # subsample-feats; c as convert-ali --subsample-at: F // 2 centre, 0 start); (1, 0): all
+    subsample: tuple[int, int] = (1, 0)
+
+    @property
+    def has_stages(self) -> bool:
+        """Whether anything follows CMVN and deltas (splicing or a transform)."""
+        return bool(self.splice_opts.strip() or self.transform or self.speaker_transforms)
 
     @classmethod
-    def parse(cls, cmvn_opts: str, delta_order: int = 2) -> "FeatureOptions":
+    def parse(cls, cmvn_opts: str, delta_order: int = 2, **stages) -> "FeatureOptions":
+        """From Kaldi's cmvn_opts string; ``stages`` are the fields after delta_order."""
         values = {"--norm-means": True, "--norm-vars": False}
         for word in cmvn_opts.split():
             name, _, value = word.partition("=")
@@ -37,7 +57,20 @@ class FeatureOptions:
                 raise ValueError(f"unsupported cmvn option '{word}': expected "
                                  "--norm-means=true|false or --norm-vars=true|false")
             values[name] = value == "true"
-        return cls(values["--norm-means"], values["--norm-vars"], delta_order)
+        return cls(values["--norm-means"], values["--norm-vars"], delta_order, **stages)
+
+
+def feature_stages(data_dir: str, options: FeatureOptions):
+    """The stages after CMVN and deltas (emasr.transform.features.FeatureStages, imported
+    here: that module builds on this one), or None when there are none."""
+    if not options.has_stages:
+        return None
+    from emasr.transform.features import FeatureStages
+    utt2spk = options.utt2spk
+    if options.speaker_transforms and utt2spk is None:
+        utt2spk = os.path.join(data_dir, "utt2spk")
+    return FeatureStages.load(options.splice_opts, options.transform,
+                              options.speaker_transforms, utt2spk)
 
 
 def iter_features(data_dir: str, options: FeatureOptions, utts=None
@@ -45,6 +78,7 @@ def iter_features(data_dir: str, options: FeatureOptions, utts=None
     """(utt, CMVN-normalised features with deltas, None) in feats.scp order, or
     (utt, None, reason) for an utterance whose features cannot be normalised (wrong dimension)."""
     cmvn = "speaker" if options.norm_means else "none"
+    stages = feature_stages(data_dir, options)
     for utt, feats, stats in iter_feats_with_stats(data_dir, cmvn, utts):
         problem = non_finite_problem(feats, "features")
         if stats is not None and problem is None:
@@ -59,7 +93,67 @@ def iter_features(data_dir: str, options: FeatureOptions, utts=None
             continue
         if options.delta_order > 0:
             feats = add_deltas(feats, options.delta_order)
+        if stages is not None:
+            from emasr.transform.matrix_io import TransformError
+            try:
+                feats = stages.apply(utt, feats)
+            except TransformError as err:
+                yield utt, None, str(err)
+                continue
+        feats = subsample_frames(feats, *options.subsample)
         yield utt, np.ascontiguousarray(feats, dtype=np.float32), None
+
+
+def subsample_frames(feats: np.ndarray, factor: int, offset: int) -> np.ndarray:
+    """[T, D] -> [ceil(T/F), D]: frame min(k*F + c, T-1) for window k, the frames whose labels
+    convert-ali --frame-subsampling-factor F keeps (FeaturePipeline.subsample_labels' rule)."""
+    if factor <= 1:
+        return feats
+    index = np.arange(-(-len(feats) // factor)) * factor + offset
+    return feats[np.minimum(index, len(feats) - 1)]
+
+
+def feature_dim(data_dir: str, options: FeatureOptions, sample: int = 10) -> tuple[int, str]:
+    """The dimension of the features iter_features yields, and how it is reached
+    ('data/train/feats.scp (13) -> splice -3..+3 (91) -> exp/tri2/final.mat (40)'), from the
+    most common raw dimension of the first ``sample`` utterances (an odd one is skipped later,
+    by name). A transform that does not fit raises ValueError naming it."""
+    import collections
+
+    import kaldiio
+
+    scp = os.path.join(data_dir, "feats.scp")
+    if not os.path.isfile(scp):
+        raise FileNotFoundError(f"expected file {scp} to exist")
+    feats = kaldiio.load_scp(scp)
+    dims = collections.Counter()
+    for utt in feats:
+        dims[np.shape(feats[utt])[-1]] += 1
+        if sum(dims.values()) >= sample:
+            break
+    if not dims:
+        raise ValueError(f"{scp} is empty")
+    dim = dims.most_common(1)[0][0]
+    chain = f"{scp} ({dim})"
+    if options.delta_order > 0:
+        dim *= options.delta_order + 1
+        chain += f" -> deltas of order {options.delta_order} ({dim})"
+    stages = feature_stages(data_dir, options)
+    if stages is None:
+        return dim, chain
+    return stages.output_dim(dim, chain)
+
+
+def check_model_dim(model_path: str, model_dim: int, data_dir: str,
+                    options: FeatureOptions) -> None:
+    """ValueError naming the model, the features and the transforms when the pipeline's output
+    does not have the model's dimension: checked before any work, not per utterance."""
+    dim, chain = feature_dim(data_dir, options)
+    if dim != model_dim:
+        hint = ("the model dir's final.mat and splice_opts" if options.has_stages else
+                "the delta order, or a final.mat the model dir should have")
+        raise ValueError(f"{model_path} expects {model_dim}-dimensional features, but the "
+                         f"features are {dim}-dimensional: {chain} (check {hint})")
 
 
 def non_finite_problem(feats: np.ndarray, what: str) -> str | None:

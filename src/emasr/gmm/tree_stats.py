@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import click
 import numpy as np
 
-from emasr.gmm.inputs import FeatureOptions, SkipCounter, iter_aligned_features
+from emasr.gmm.feature_options import options_from, transform_options
+from emasr.gmm.inputs import FeatureOptions, SkipCounter, feature_dim, iter_aligned_features
 from emasr.gmm.model_io import read_model, transition_table
 from emasr.gmm.transitions import TransitionTable
 from emasr.io.atomic import atomic_write
@@ -112,7 +113,10 @@ def accumulate_tree_stats(model_path: str, data_dir: str, ali_path: str,
     pdf_classes = pdf_class_of_transitions(table)
     counter = SkipCounter(f"acc-tree-stats {data_dir}", max_skipped)
     parts: list[TreeStats] = []
-    for _, feats, ali in iter_aligned_features(data_dir, options, ali_path, model.am_gmm.dim,
+    # Kaldi's acc-tree-stats uses the model for its transitions only: the features of an LDA
+    # system (train_lda_mllt.sh) are in another space than the model of the alignments.
+    dim = feature_dim(data_dir, options)[0] if options.has_stages else model.am_gmm.dim
+    for _, feats, ali in iter_aligned_features(data_dir, options, ali_path, dim,
                                                table.num_transition_ids, counter):
         parts.append(utterance_stats(utterance_events(table, pdf_classes, ali, ci_phones), feats))
         if len(parts) >= 200:  # keep memory bounded: fold the parts together now and then
@@ -137,18 +141,22 @@ def read_csl(path: str | None) -> set[int]:
               help="Context-independent phones, colon-separated (phones/context_indep.csl).")
 @click.option("--cmvn-opts", default="", help="Kaldi's cmvn_opts.")
 @click.option("--delta-order", type=int, default=2, show_default=True)
+@transform_options
 @click.option("--max-skipped", type=float, default=0.1, show_default=True)
 @click.argument("model", type=click.Path(dir_okay=False, exists=True))
 @click.argument("data", type=click.Path(file_okay=False, exists=True))
 @click.argument("ali", type=click.Path(dir_okay=False, exists=True))
 @click.argument("stats_out", type=click.Path(dir_okay=False))
-def acc_tree_stats_cli(ci_phones, cmvn_opts, delta_order, max_skipped, model, data, ali,
-                       stats_out):
+def acc_tree_stats_cli(ci_phones, cmvn_opts, delta_order, splice_opts, transform,
+                       speaker_transforms, utt2spk, max_skipped, model, data, ali, stats_out):
     """Accumulate single-Gaussian stats per (pdf class, left, centre, right phone) from the
-    alignments ALI of data dir DATA made with MODEL, into STATS_OUT (JOB.treeacc)."""
+    alignments ALI of data dir DATA made with MODEL, into STATS_OUT (JOB.treeacc). With
+    --splice-opts/--transform the features need not have MODEL's dimension (LDA features)."""
     try:
-        stats = accumulate_tree_stats(model, data, ali, FeatureOptions.parse(cmvn_opts,
-                                      delta_order), read_csl(ci_phones), max_skipped)
+        options = options_from(cmvn_opts, delta_order, splice_opts, transform,
+                               speaker_transforms, utt2spk)
+        stats = accumulate_tree_stats(model, data, ali, options, read_csl(ci_phones),
+                                      max_skipped)
     except (ValueError, RuntimeError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
     stats.save(stats_out)

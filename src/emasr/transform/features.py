@@ -6,6 +6,9 @@ The source is a data dir (feats.scp with per-speaker CMVN from cmvn.scp, as the 
 it) or a Kaldi feature table (``scp:x.scp``, ``ark:x.ark``), taken as it is; the later stages
 apply to both. ``splice_opts`` is Kaldi's option string (stored as ``splice_opts`` in an LDA exp
 dir): ``--left-context=3 --right-context=3``.
+
+FeatureStages (splice, final.mat, per-speaker transforms) is shared with the GMM steps' input,
+emasr.gmm.inputs.iter_features, which applies it when its FeatureOptions ask for it.
 """
 from __future__ import annotations
 
@@ -49,6 +52,78 @@ def splice_feats(feats: np.ndarray, left: int, right: int) -> np.ndarray:
 
 
 @dataclass
+class FeatureStages:
+    """The stages after CMVN and deltas, loaded once: splice, one matrix (final.mat), then
+    per-speaker matrices (a table such as ``ark:trans.1``) found through utt2spk.
+
+    A per-speaker table is looked up by the utterance's speaker, and by the utterance itself
+    when the table has no entry for the speaker (gmm-est-fmllr without --spk2utt writes
+    transforms per utterance)."""
+    splice: tuple[int, int] | None = None
+    matrix: np.ndarray | None = None
+    matrix_path: str | None = None
+    speaker_matrices: dict[str, np.ndarray] | None = None
+    speaker_path: str | None = None
+    utt2spk: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, splice_opts: str = "", transform: str | None = None,
+             speaker_transforms: str | None = None, utt2spk: str | None = None
+             ) -> "FeatureStages":
+        """Read the matrix and the table; utt2spk is a file path (None: keys are utterances)."""
+        return cls(parse_splice_opts(splice_opts),
+                   read_matrix(transform) if transform else None, transform,
+                   read_matrix_table(speaker_transforms) if speaker_transforms else None,
+                   speaker_transforms,
+                   read_table(utt2spk) if speaker_transforms and utt2spk else {})
+
+    def speaker_matrix(self, utt: str) -> np.ndarray:
+        key = self.utt2spk.get(utt, utt)
+        if key not in self.speaker_matrices and utt in self.speaker_matrices:
+            key = utt
+        if key not in self.speaker_matrices:
+            raise TransformError(f"utterance {utt}: no transform for speaker {key} in "
+                                 f"{self.speaker_path}")
+        return self.speaker_matrices[key]
+
+    def apply(self, utt: str, feats: np.ndarray) -> np.ndarray:
+        """The stages on one utterance; TransformError (naming it) when a matrix does not fit."""
+        if self.splice is not None:
+            feats = splice_feats(feats, *self.splice)
+        if self.matrix is not None:
+            feats = apply_transform(feats, self.matrix, f"utterance {utt} ({self.matrix_path})")
+        if self.speaker_matrices is not None:
+            feats = apply_transform(feats, self.speaker_matrix(utt),
+                                    f"utterance {utt} ({self.speaker_path}, "
+                                    f"{self.utt2spk.get(utt, utt)})")
+        return feats
+
+    def output_dim(self, dim: int, chain: str) -> tuple[int, str]:
+        """The dimension after the stages of ``dim``-dimensional input, and ``chain`` (how the
+        input was reached, e.g. 'feats.scp (13)') extended by the stages ('... -> splice
+        -3..+3 (91) -> final.mat (40)'); a matrix that does not fit is a TransformError naming
+        it and the chain so far."""
+        if self.splice is not None:
+            left, right = self.splice
+            dim *= left + 1 + right
+            chain += f" -> splice -{left}..+{right} ({dim})"
+        matrices = []
+        if self.matrix is not None:
+            matrices.append((self.matrix, self.matrix_path))
+        if self.speaker_matrices:
+            matrices.append((next(iter(self.speaker_matrices.values())), self.speaker_path))
+        for matrix, path in matrices:
+            rows, cols = matrix.shape
+            if cols not in (dim, dim + 1):
+                raise TransformError(f"{path} is a {rows} x {cols} transform: it takes {cols} "
+                                     f"(linear) or {cols - 1} (affine) dimensions, but the "
+                                     f"features are {chain}")
+            dim = rows
+            chain += f" -> {path} ({dim})"
+        return dim, chain
+
+
+@dataclass
 class TransformedFeatures:
     """A feature source and the stages applied to it (see the module docstring)."""
     source: str
@@ -58,19 +133,14 @@ class TransformedFeatures:
     transform: str | None = None           # a matrix file (final.mat)
     speaker_transforms: str | None = None  # a table rspecifier (ark:trans.1), keyed by speaker
     utt2spk: str | None = None             # for speaker_transforms; default: the data dir's
-    _splice: tuple[int, int] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self._splice = parse_splice_opts(self.splice_opts)
         self._options = FeatureOptions.parse(self.cmvn_opts, 0)
-        self._matrix = read_matrix(self.transform) if self.transform else None
-        self._speaker_matrices = (read_matrix_table(self.speaker_transforms)
-                                  if self.speaker_transforms else None)
-        self._utt2spk = None
-        if self._speaker_matrices is not None:
-            path = self.utt2spk or (None if self.is_table else os.path.join(self.source,
-                                                                            "utt2spk"))
-            self._utt2spk = read_table(path) if path else {}
+        utt2spk = self.utt2spk
+        if self.speaker_transforms and utt2spk is None and not self.is_table:
+            utt2spk = os.path.join(self.source, "utt2spk")
+        self._stages_after_deltas = FeatureStages.load(self.splice_opts, self.transform,
+                                                       self.speaker_transforms, utt2spk)
 
     @property
     def is_table(self) -> bool:
@@ -97,15 +167,4 @@ class TransformedFeatures:
     def _stages(self, utt: str, feats: np.ndarray) -> np.ndarray:
         if self.delta_order > 0:
             feats = add_deltas(feats, self.delta_order)
-        if self._splice is not None:
-            feats = splice_feats(feats, *self._splice)
-        if self._matrix is not None:
-            feats = apply_transform(feats, self._matrix, f"utterance {utt} ({self.transform})")
-        if self._speaker_matrices is not None:
-            key = self._utt2spk.get(utt, utt)
-            if key not in self._speaker_matrices:
-                raise TransformError(f"utterance {utt}: no transform for speaker {key} in "
-                                     f"{self.speaker_transforms}")
-            feats = apply_transform(feats, self._speaker_matrices[key],
-                                    f"utterance {utt} ({self.speaker_transforms}, {key})")
-        return feats
+        return self._stages_after_deltas.apply(utt, feats)

@@ -1,0 +1,66 @@
+"""The feature-pipeline options every GMM step takes beyond ``--cmvn-opts`` and
+``--delta-order`` (an LDA system's splicing and ``final.mat``, a SAT system's per-speaker
+transforms), and ``emasr feat-to-dim``, which the shell steps run before any work to check that a
+model and the pipeline agree on the dimension.
+
+The steps decide the pipeline as Kaldi's scripts do, from the model dir (steps/lib/gmm_feats.sh):
+a dir with ``final.mat`` reads CMVN -> splice ``splice_opts`` -> ``final.mat``, any other
+CMVN -> deltas.
+"""
+from __future__ import annotations
+
+import click
+
+from emasr.gmm.inputs import FeatureOptions, check_model_dim, feature_dim
+
+
+def transform_options(command):
+    """--splice-opts, --transform, --speaker-transforms and --utt2spk (all off by default)."""
+    options = [
+        click.option("--splice-opts", default="", help="Splice frames after CMVN (and deltas), "
+                     "Kaldi's splice_opts, e.g. '--left-context=3 --right-context=3'."),
+        click.option("--transform", type=click.Path(dir_okay=False, exists=True), default=None,
+                     help="Then apply this Kaldi matrix (an LDA system's final.mat)."),
+        click.option("--speaker-transforms", default=None, help="Then apply the affine "
+                     "transform of each utterance's speaker (or of the utterance) from this "
+                     "table, e.g. 'ark:exp/tri3/trans.1' (fMLLR)."),
+        click.option("--utt2spk", type=click.Path(dir_okay=False, exists=True), default=None,
+                     help="utt2spk for --speaker-transforms (default: the data dir's)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def options_from(cmvn_opts: str, delta_order: int, splice_opts: str, transform: str | None,
+                 speaker_transforms: str | None, utt2spk: str | None) -> FeatureOptions:
+    return FeatureOptions.parse(cmvn_opts, delta_order, splice_opts=splice_opts,
+                                transform=transform, speaker_transforms=speaker_transforms,
+                                utt2spk=utt2spk)
+
+
+@click.command("feat-to-dim")
+@click.option("--cmvn-opts", default="", help="Kaldi's cmvn_opts (no effect on the dimension; "
+              "accepted so a step passes its options unchanged).")
+@click.option("--delta-order", type=int, default=0, show_default=True)
+@transform_options
+@click.option("--model", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Fail, naming the files, unless this Kaldi GMM model has that dimension.")
+@click.argument("data", type=click.Path(file_okay=False, exists=True))
+def feat_to_dim_cli(cmvn_opts, delta_order, splice_opts, transform, speaker_transforms, utt2spk,
+                    model, data):
+    """Print the dimension of the features of the data dir DATA after the pipeline given by
+    the options (Kaldi's feat-to-dim on the steps' feature pipe); with --model, check it."""
+    try:
+        options = options_from(cmvn_opts, delta_order, splice_opts, transform,
+                               speaker_transforms, utt2spk)
+        if model:
+            from emasr.gmm.model_io import read_model
+            am_gmm = read_model(model).am_gmm
+            if am_gmm is None:
+                raise ValueError(f"{model}: a transition model only (no GMMs)")
+            check_model_dim(model, am_gmm.dim, data, options)
+        dim, _ = feature_dim(data, options)
+    except (ValueError, FileNotFoundError) as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(dim)

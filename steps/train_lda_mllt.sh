@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# Triphone GMM-HMM training on LDA+MLLT features (Kaldi's steps/train_lda_mllt.sh, "tri2"): the
+# CMVN'd features are spliced (+-3 frames), LDA estimated on them with the pdfs of the previous
+# system's alignments as classes (silence weighted 0) reduces them to --dim dimensions (0.mat);
+# a tree is built on the LDA features as train_deltas.sh builds it, and on --mllt-iters an MLLT
+# (semi-tied covariance) matrix is estimated in the current space, the model means are rotated by
+# it and it is composed into the transform (N.mat), so final.mat = MLLT_k ... MLLT_1 LDA.
+# The work is `emasr acc-lda`, `est-lda`, `acc-tree-stats`, `sum-tree-stats`, `cluster-phones`,
+# `build-tree`, `gmm-init-model`, `convert-ali`, `gmm-align`, `gmm-acc-mllt`, `est-mllt`,
+# `gmm-transform-means`, `compose-transforms`, `gmm-acc-stats-ali` and `gmm-est`.
+set -euo pipefail
+
+# Begin configuration section.
+num_leaves=2000    # target number of tree leaves (Kaldi's positional <num-leaves>)
+totgauss=20000     # target number of Gaussians (Kaldi's positional <tot-gauss>)
+cmd=run.pl
+scale_opts="--transition-scale 1.0 --acoustic-scale 0.1 --self-loop-scale 0.1"  # as Kaldi's
+nj=                # accepted for symmetry with the other steps: the jobs are the ali dir's splits
+num_iters=35
+max_iter_inc=25    # the number of Gaussians grows until this iteration
+realign_iters="10 20 30"
+mllt_iters="2 4 6 12"
+splice_opts="--left-context=3 --right-context=3"  # as Kaldi's recipes pass it
+cmvn_opts=         # default: the ali dir's cmvn_opts
+dim=40             # LDA output dimension (must be below the ali dir's number of pdfs)
+beam=10
+retry_beam=40
+careful=false
+boost_silence=1.0
+power=0.25
+cluster_thresh=-1  # merge tree leaves while the loss is below this (-1: the split threshold)
+tree_thresh=300    # minimum log-likelihood gain of a tree split
+tree_min_count=50  # minimum frames on each side of a tree split
+max_failed=0.1     # a job fails when more than this fraction of its utterances cannot be used
+stage=-5
+# End configuration section.
+
+help_message="Usage: $0 [options] [<num-leaves> <tot-gauss>] <data> <lang> <ali-dir> <exp-dir>
+e.g.: $0 2500 15000 data/train data/lang exp/tri1_ali exp/tri2
+The number of jobs is the alignment dir's num_jobs; its cmvn_opts are used unless --cmvn-opts.
+The LDA classes are the ali dir's pdfs (silence frames weighted 0): --dim must be below their
+number (yesno's 11 monophone pdfs allow at most 10).
+Writes <exp-dir>/{final.mdl,final.occs,final.mat,full.mat,splice_opts,cmvn_opts,tree,
+questions.int,num_jobs,phones.txt,ali.JOB.gz}; N.mat is the transform from pass N on, final.mat
+the last; logs in <exp-dir>/log (lda_acc.JOB, lda_est, acc_tree.JOB, macc.N.JOB, mupdate.N,
+acc.N.JOB, update.N, align.N.JOB).
+Options:
+  --num-leaves <n>           # target number of tree leaves (default $num_leaves)
+  --totgauss <n>             # target number of Gaussians (default $totgauss)
+  --cmd <run.pl|queue.pl ..> # how to run jobs (default $cmd)
+  --num-iters <n>            # training iterations (default $num_iters)
+  --mllt-iters <'i j ..'>    # iterations that re-estimate MLLT (default '$mllt_iters')
+  --realign-iters <'i j ..'> # iterations with realignment (default '$realign_iters')
+  --splice-opts <opts>       # frames spliced before LDA (default '$splice_opts')
+  --dim <n>                  # LDA output dimension (default $dim)
+  --cmvn-opts <opts>         # CMVN options (default: the ali dir's)
+  --boost-silence <factor>   # boost silence weights when aligning (default $boost_silence)
+  --scale-opts <opts>        # alignment scales (default: '$scale_opts')
+  --max-iter-inc <n>         # the number of Gaussians grows until this pass (default $max_iter_inc)
+  --power <p>                # mixing up by occupancy^power (default $power)
+  --cluster-thresh <loss>    # leaf merging threshold (default $cluster_thresh)
+  --tree-thresh <gain> --tree-min-count <frames>  # tree splits (default $tree_thresh, $tree_min_count)
+  --stage <stage>            # resume from this stage (default $stage): -5 LDA, -4 tree stats,
+                             # -3 tree, -2 model, -1 convert alignments, N pass N"
+
+echo "$0 $*"
+utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
+. "$utils_dir/parse_options.sh"
+export PATH="$utils_dir:$PATH"
+
+if [ $# -eq 6 ]; then  # Kaldi's calling form
+  num_leaves=$1; totgauss=$2; shift 2
+fi
+if [ $# -ne 4 ]; then
+  printf '%s\n' "$help_message" >&2; exit 1
+fi
+data=$1; lang=$2; alidir=$3; dir=$4
+
+for f in "$alidir/final.mdl" "$alidir/ali.1.gz" "$alidir/num_jobs" "$data/feats.scp" \
+         "$data/text" "$lang/phones/roots.int" "$lang/phones/sets.int" \
+         "$lang/phones/silence.csl" "$lang/phones/context_indep.csl" "$lang/topo" \
+         "$lang/L.fst"; do
+  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+done
+check_phones_compatible.sh "$lang/phones.txt" "$alidir/phones.txt"
+ali_nj=$(cat "$alidir/num_jobs")
+if [ -n "$nj" ] && [ "$nj" != "$ali_nj" ]; then
+  echo "$0: warning: --nj $nj ignored: using the $ali_nj jobs of $alidir (its alignment splits)" >&2
+fi
+nj=$ali_nj
+[ -n "$cmvn_opts" ] || cmvn_opts=$(cat "$alidir/cmvn_opts" 2>/dev/null || true)
+silphonelist=$(cat "$lang/phones/silence.csl")
+[ -f "$alidir/final.mat" ] && \
+  echo "$0: note: LDA is estimated afresh on spliced features; $alidir/final.mat is not used"
+
+mkdir -p "$dir/log"
+echo "$nj" > "$dir/num_jobs"
+echo "$cmvn_opts" > "$dir/cmvn_opts"
+echo "$splice_opts" > "$dir/splice_opts"  # later steps splice as training did (gmm_feats.sh)
+rm -f "$dir/delta_order"                    # the features are final.mat's, not deltas
+cp "$lang/phones.txt" "$dir/phones.txt"
+split_data.sh "$data" "$nj"
+sdata=$data/split$nj
+spliced_opts=(--cmvn-opts "$cmvn_opts" --delta-order 0 --splice-opts "$splice_opts")
+cur_mat=0
+feat_opts=("${spliced_opts[@]}" --transform "$dir/$cur_mat.mat")
+read -r -a align_opts <<< "$scale_opts"
+align_opts+=(--beam "$beam" --retry-beam "$retry_beam" --boost-silence "$boost_silence"
+            --max-failed "$max_failed")
+[ "$careful" = true ] && align_opts+=(--careful)
+. "$(dirname "$0")/lib/build_tree.sh"   # questions_and_tree, init_tree_model
+silence_opts=(--silence-phones "$silphonelist" --silence-weight 0.0)
+
+if [ "$stage" -le -5 ]; then
+  echo "$0: accumulating LDA statistics"
+  $cmd JOB=1:"$nj" "$dir/log/lda_acc.JOB.log" \
+    emasr acc-lda "${spliced_opts[@]}" "${silence_opts[@]}" --max-skipped "$max_failed" \
+      "$alidir/final.mdl" "$sdata/JOB" "$alidir/ali.JOB.gz" "$dir/lda.JOB.acc"
+  $cmd "$dir/log/lda_est.log" \
+    emasr est-lda --dim "$dim" --write-full-matrix "$dir/full.mat" "$dir/0.mat" \
+      $(seq -f "$dir/lda.%g.acc" 1 "$nj")
+  rm -f "$dir"/lda.*.acc
+fi
+[ -f "$dir/0.mat" ] || { echo "$0: expected file $dir/0.mat to exist (stage -5)" >&2; exit 1; }
+
+if [ "$stage" -le -4 ]; then
+  echo "$0: accumulating tree stats"
+  $cmd JOB=1:"$nj" "$dir/log/acc_tree.JOB.log" \
+    emasr acc-tree-stats "${feat_opts[@]}" --max-skipped "$max_failed" \
+      --ci-phones "$lang/phones/context_indep.csl" \
+      "$alidir/final.mdl" "$sdata/JOB" "$alidir/ali.JOB.gz" "$dir/JOB.treeacc"
+  $cmd "$dir/log/sum_tree_acc.log" \
+    emasr sum-tree-stats "$dir/treeacc" $(seq -f "$dir/%g.treeacc" 1 "$nj")
+  rm -f "$dir"/*.treeacc
+fi
+
+if [ "$stage" -le -3 ]; then
+  questions_and_tree
+fi
+
+if [ "$stage" -le -2 ]; then
+  echo "$0: initializing the model"
+  init_tree_model
+fi
+
+if [ "$stage" -le -1 ]; then
+  echo "$0: converting alignments from $alidir to use current tree"
+  $cmd JOB=1:"$nj" "$dir/log/convert.JOB.log" \
+    emasr convert-ali "$alidir/final.mdl" "$dir/1.mdl" "$dir/tree" \
+      "$alidir/ali.JOB.gz" "$dir/ali.JOB.gz"
+fi
+
+# The number of Gaussians starts at the number of leaves (Kaldi's numgauss=$numleaves).
+if [ -f "$dir/1.mdl" ]; then
+  numgauss=$(emasr gmm-info "$dir/1.mdl" | awk '/number of pdfs/ {print $NF}')
+else
+  numgauss=$num_leaves
+fi
+incgauss=$(( (totgauss - numgauss) / max_iter_inc ))
+
+x=1
+while [ "$x" -lt "$num_iters" ]; do
+  if [ "$stage" -le "$x" ]; then
+    if [[ " $realign_iters " == *" $x "* ]]; then
+      echo "$0: pass $x: aligning data"
+      $cmd JOB=1:"$nj" "$dir/log/align.$x.JOB.log" \
+        emasr gmm-align "${feat_opts[@]}" "${align_opts[@]}" \
+          "$dir/$x.mdl" "$dir/tree" "$lang" "$sdata/JOB" "$dir/ali.JOB.gz"
+    fi
+  fi
+  if [[ " $mllt_iters " == *" $x "* ]]; then
+    if [ "$stage" -le "$x" ]; then
+      echo "$0: pass $x: estimating MLLT"
+      $cmd JOB=1:"$nj" "$dir/log/macc.$x.JOB.log" \
+        emasr gmm-acc-mllt "${feat_opts[@]}" "${silence_opts[@]}" --max-skipped "$max_failed" \
+          "$dir/$x.mdl" "$sdata/JOB" "$dir/ali.JOB.gz" "$dir/$x.JOB.macc"
+      $cmd "$dir/log/mupdate.$x.log" \
+        emasr est-mllt "$dir/$x.mat.new" $(seq -f "$dir/$x.%g.macc" 1 "$nj")
+      $cmd "$dir/log/transform_means.$x.log" \
+        emasr gmm-transform-means "$dir/$x.mat.new" "$dir/$x.mdl" "$dir/$x.mdl"
+      $cmd "$dir/log/compose.$x.log" \
+        emasr compose-transforms "$dir/$x.mat.new" "$dir/$cur_mat.mat" "$dir/$x.mat"
+      rm -f "$dir"/$x.*.macc
+    fi
+    cur_mat=$x
+    feat_opts=("${spliced_opts[@]}" --transform "$dir/$cur_mat.mat")
+  fi
+  if [ "$stage" -le "$x" ]; then
+    $cmd JOB=1:"$nj" "$dir/log/acc.$x.JOB.log" \
+      emasr gmm-acc-stats-ali "${feat_opts[@]}" --max-skipped "$max_failed" \
+        "$dir/$x.mdl" "$sdata/JOB" "$dir/ali.JOB.gz" "$dir/$x.JOB.acc"
+    $cmd "$dir/log/update.$x.log" \
+      emasr gmm-est --seed "$x" --write-occs "$dir/$((x + 1)).occs" --mix-up "$numgauss" \
+        --power "$power" "$dir/$x.mdl" "$dir/$((x + 1)).mdl" $(seq -f "$dir/$x.%g.acc" 1 "$nj")
+    rm -f "$dir/$x.mdl" "$dir"/$x.*.acc "$dir/$x.occs"
+    like=$(grep -ho "avg like per frame = [-0-9.e+]*" "$dir/log/update.$x.log" | tail -n 1 ||
+           true)
+    echo "$0: pass $x done: ${like:-no likelihood in $dir/log/update.$x.log}" \
+         "(transform $cur_mat.mat)"
+  fi
+  if [ "$x" -le "$max_iter_inc" ]; then
+    numgauss=$((numgauss + incgauss))
+  fi
+  x=$((x + 1))
+done
+
+rm -f "$dir/final.mdl" "$dir/final.occs" "$dir/final.mat"
+ln -s "$x.mdl" "$dir/final.mdl"
+ln -s "$x.occs" "$dir/final.occs"
+ln -s "$cur_mat.mat" "$dir/final.mat"
+leaves=$(emasr gmm-info "$dir/final.mdl" | awk '/number of pdfs/ {print $NF}')
+mat_dims=$(emasr feat-to-dim "${spliced_opts[@]}" --transform "$dir/final.mat" "$data" ||
+           echo "?")
+echo "$0: done training the LDA+MLLT system in $dir ($leaves pdfs, $mat_dims-dim features" \
+     "through final.mat = $cur_mat.mat)"
