@@ -2,13 +2,14 @@
 # The paper's models at 2-core scale: the small profile's corpus, GMMs and network targets; an
 # 8-hidden-layer DNN (8 x 512) and a 3-layer unidirectional LSTMP (3 x 256, projection 128), each
 # trained single, MA and BMUF at 2, 4 and 8 workers (3 epochs, the annealed default schedule),
-# with the EMA and its two controls kept beside every run; dev-tuned CER in workers/RESULTS.md.
+# with the EMA and its two controls kept beside every run; dev-tuned CER in workers/<arch>/RESULTS.md
+# (one report per arch, so that a half run on a fresh checkout leaves the other half's report alone).
 #
 # Cut to fit one session of 2 cores (under 2.5 hours): one seed by default; the controls (+avg,
 # +lastk) are decoded for the single worker and at 8 workers only (at 2 and 4 workers their dev
 # frame accuracy is reported); the GMMs are not decoded (egs/aishell_sim/RESULTS.md has them).
 # Every piece is resumable (run.sh's done markers): `--archs dnn`, then `--archs lstm`, runs the
-# two halves one after the other, each followed by the report of everything trained so far.
+# two halves one after the other, each followed by its arch's report.
 # With the default run's exp/ already there, stages 0-7 are reused as they are.
 set -euo pipefail
 
@@ -16,7 +17,7 @@ archs="dnn lstm"
 seeds=1
 
 help_message="Usage: $0 [--archs 'dnn lstm'] [--seeds '1 2 3']
-Trains and decodes the paper's models in egs/aishell_sim/exp/nnet_paper, reports workers/RESULTS.md."
+Trains and decodes the paper's models in egs/aishell_sim/exp/nnet_paper, reports workers/<arch>/RESULTS.md."
 . "$(dirname "$0")/../utils/parse_options.sh"
 [ $# -eq 0 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
 cd "$(dirname "$0")/.."
@@ -32,6 +33,10 @@ common=(--nnet-dir exp/nnet_paper --num-workers "2 4 8" --controls-decoded-at "1
 mkdir -p exp/nnet_paper
 echo "$(( $(date +%s) - start )) s: archs '$archs', seeds '$seeds', finished $(date -u '+%Y-%m-%dT%H:%M:%SZ')" \
   >> exp/nnet_paper/pieces.log
-./run.sh --stage 10 "${common[@]}" --archs "dnn lstm" --seeds "$seeds" \
-  --results workers/RESULTS.md --title "Results: the paper's models at 2-core scale (8-layer DNN, 3-layer LSTMP)" \
-  --report-note "pieces (workers/run.sh, wall time each, stages 0-7 included where they ran): $(paste -sd';' exp/nnet_paper/pieces.log)"
+declare -A title=([dnn]="the 8-layer DNN (8 x 512)" [lstm]="the 3-layer LSTMP (3 x 256, projection 128)")
+for arch in $archs; do
+  mkdir -p "workers/$arch"
+  ./run.sh --stage 10 "${common[@]}" --archs "$arch" --seeds "$seeds" \
+    --results "workers/$arch/RESULTS.md" --title "Results: the paper's models at 2-core scale, ${title[$arch]}" \
+    --report-note "pieces (workers/run.sh, wall time each, stages 0-7 included where they ran): $(paste -sd';' exp/nnet_paper/pieces.log)"
+done
