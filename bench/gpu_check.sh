@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# The GPU checks of the paper's recipe in one short run (about 5 minutes on one H200), for a machine
+# The GPU checks of the paper's recipe in one short run (about 6 minutes on one H200), for a machine
 # with a GPU and the network targets and fbank data dirs of a recipe run:
 #  1. bench/train.py on the GPU with a large-profile-sized DNN (6 x 1024, 2000 pdfs): the trainer
 #     against a hand-written loop, one EMA update against a block, and 1, 2, 4 workers (workers
-#     beyond the GPUs share them through gloo);
-#  2. short trainings of the large profile's models (conf/nnet/dnn.yaml and lstm.yaml as they
-#     are) with steps/nnet/train.sh: one worker (nccl), and 4 workers BMUF+EMA (DNN and LSTM) and
-#     MA+EMA (DNN);
-#  3. bench/train.py's speed-up curve on the CPU cores: 1, 2, 4, 8 workers of one thread.
+#     beyond the GPUs share them through gloo); (g) the trainer with the resident data path
+#     against the stream loader and the loop;
+#  2. the same DNN in bf16 with TF32 matmuls (trainers and loop alike), the resident shard in fp16;
+#  3. short trainings of the large profile's models (conf/nnet/dnn.yaml and lstm.yaml as they
+#     are) with steps/nnet/train.sh: one worker (nccl), the DNN again with the fast options
+#     ($fast_opts), and 4 workers BMUF+EMA (DNN and LSTM) and MA+EMA (DNN);
+#  4. bench/train.py's speed-up curve on the CPU cores: 1, 2, 4, 8 workers of one thread, and (g).
 # Each part is cut short rather than overrun --budget. Everything lands in <out-dir>: log.txt,
 # speedup_cuda.json and speedup_cpu.json (for `emasr report --bench`), gpu_util.csv, exp/<run>/.
 set -u
@@ -17,11 +19,13 @@ device=cuda       # cuda | cpu (cpu: the same plumbing on a machine without a GP
 epochs=6          # epochs of each training
 budget=500        # seconds for everything
 train_opts=       # extra config overrides for the trainings, e.g. "model.hidden_dim=64"
+fast_opts="data.loader=resident data.resident_dtype=float16 train.precision=bf16 train.tf32=true train.optimizer_impl=fused"
 # End configuration section.
 
 . "$(dirname "$0")/../utils/parse_options.sh"
 if [ $# -ne 4 ]; then
   echo "Usage: $0 [--device cuda|cpu] [--epochs 6] [--budget 500] [--train-opts 'k=v ...'] \\"
+  echo "          [--fast-opts 'k=v ...']   (the overrides of the dnn_single_fast training)"
   echo "          <targets-dir> <train-data-dir> <dev-data-dir> <out-dir>"
   echo "e.g.: $0 exp/nnet/targets data/train_fbank data/dev_fbank exp/gpu_check"
   exit 1
@@ -46,17 +50,23 @@ if [ "$device" = cuda ] && command -v nvidia-smi >/dev/null; then
   smi=$!
 fi
 
-step "bench/train.py on $device: 6x1024 DNN, 2000 pdfs, 1, 2, 4 workers"
-timeout "$(limit 130)" python "$root/bench/train.py" --device "$device" --workers 1,2,4 \
-  --utts 512 --hidden 1024 --layers 6 --pdfs 2000 --repeats 2 --threads 2 \
-  --json "$out/speedup_$device.json"
+big=(--utts 512 --hidden 1024 --layers 6 --pdfs 2000 --repeats 2 --threads 2)
+step "bench/train.py on $device: 6x1024 DNN, 2000 pdfs, 1, 2, 4 workers; (g) the resident loader"
+timeout "$(limit 150)" python "$root/bench/train.py" --device "$device" --workers 1,2,4 --resident \
+  "${big[@]}" --json "$out/speedup_$device.json"
 echo "rc=$?"
 
-train() {
-  local name=$1; shift
-  step "train $name: $*"
+step "bench/train.py on $device: the same DNN in bf16 with TF32, the resident shard in fp16"
+timeout "$(limit 80)" python "$root/bench/train.py" --device "$device" --workers "" --resident \
+  --resident-dtype float16 --precision bf16 --tf32 "${big[@]}"
+echo "rc=$?"
+
+train() {   # train NAME 'extra config overrides' train.sh-options...
+  local name=$1 opts=$2; shift 2
+  step "train $name: $* ${opts:+--set-opts '$opts'}"
   [ "$(left)" -gt 40 ] || { echo "skipped: $(left) s left"; return; }
-  timeout "$(limit 110)" steps/nnet/train.sh --epochs "$epochs" --set-opts "dist.device=$device $train_opts" \
+  timeout "$(limit 110)" steps/nnet/train.sh --epochs "$epochs" \
+    --set-opts "dist.device=$device $train_opts $opts" \
     "$@" "$targets" "$train_data" "$dev_data" "$out/exp/$name"
   echo "rc=$?"
   grep -E "epoch [0-9]+:|Error" "$out/exp/$name/log/train.log" | tail -8
@@ -64,15 +74,16 @@ train() {
 dnn=(--nnet-config "$root/conf/nnet/dnn.yaml")
 lstm=(--nnet-config "$root/conf/nnet/lstm.yaml")
 ema=(--ema-half-life-frames 90000)
-train dnn_single  "${dnn[@]}" --num-workers 1 --strategy single
-train dnn_bmuf4   "${dnn[@]}" --num-workers 4 --strategy bmuf "${ema[@]}"
-train lstm_single "${lstm[@]}" --num-workers 1 --strategy single
-train lstm_bmuf4  "${lstm[@]}" --num-workers 4 --strategy bmuf "${ema[@]}"
-train dnn_ma4     "${dnn[@]}" --num-workers 4 --strategy ma "${ema[@]}"
+train dnn_single      ""           "${dnn[@]}" --num-workers 1 --strategy single
+train dnn_single_fast "$fast_opts" "${dnn[@]}" --num-workers 1 --strategy single
+train dnn_bmuf4       ""           "${dnn[@]}" --num-workers 4 --strategy bmuf "${ema[@]}"
+train lstm_single     ""           "${lstm[@]}" --num-workers 1 --strategy single
+train lstm_bmuf4      ""           "${lstm[@]}" --num-workers 4 --strategy bmuf "${ema[@]}"
+train dnn_ma4         ""           "${dnn[@]}" --num-workers 4 --strategy ma "${ema[@]}"
 
-step "bench/train.py on the CPU cores: 4x256 DNN, 1, 2, 4, 8 workers of one thread"
+step "bench/train.py on the CPU cores: 4x256 DNN, 1, 2, 4, 8 workers of one thread; (g)"
 timeout "$(limit 120)" python "$root/bench/train.py" --device cpu --workers 1,2,4,8 --utts 256 \
-  --repeats 1 --threads 1 --json "$out/speedup_cpu.json"
+  --repeats 1 --threads 1 --resident --json "$out/speedup_cpu.json"
 echo "rc=$?"
 
 [ -n "$smi" ] && kill "$smi"

@@ -14,12 +14,19 @@
     under vmap (emasr.nnet.workers.StackedWorkers) against a loop over K (LoopWorkers) and one
     worker; for the LSTMP (1x256, proj 128, 32 chunks of 32 frames), where vmap has no batching
     rule for nn.LSTM, a hand-written LSTMP cell under vmap against a loop over K nn.LSTMs.
+(g) the resident data path (--resident): the trainer with data.loader=resident (the shard in one
+    tensor on the device, minibatches by index gathers; --resident-dtype) against the trainer with
+    the stream loader (a) and against the hand-written loop, alternated in the same run as (a).
+
+--precision bf16 and --tf32 apply to the trainers and the hand-written loop alike (train.precision,
+train.tf32; the loop under the same autocast).
 
 --device cuda runs all of it on the GPU (the hand-written loop too, its data already there); with
 more workers than GPUs the workers share them through gloo (dist.device, dist.backend).
 
-Usage: python bench/train.py [--workers 1,2] [--virtual 8] [--utts 64] [--hidden 256] [--layers 4]
-                           [--tau 4] [--device cpu|cuda] [--json speedup.json]
+Usage: python bench/train.py [--workers 1,2] [--virtual 8] [--resident] [--utts 64] [--hidden 256]
+                           [--layers 4] [--tau 4] [--device cpu|cuda] [--precision fp32|bf16]
+                           [--tf32] [--json speedup.json]
                            (--json for `emasr report --bench`)
 """
 from __future__ import annotations
@@ -43,6 +50,8 @@ from nnet_synthetic import make_corpus, write_targets  # noqa: E402
 from emasr.nnet import config as configs  # noqa: E402
 from emasr.nnet.flat import model_to_vector  # noqa: E402
 from emasr.nnet.models import build_model  # noqa: E402
+from emasr.nnet.precision import PRECISIONS, autocast  # noqa: E402
+from emasr.nnet.resident import RESIDENT_DTYPES  # noqa: E402
 from emasr.nnet.sync import ExponentialMovingAverage  # noqa: E402
 from emasr.nnet.trainer import Trainer  # noqa: E402
 
@@ -60,11 +69,17 @@ def overrides(args) -> list[str]:
             "features.splice=2", f"data.minibatch_frames={args.batch}",
             "data.shuffle_buffer_frames=2048", f"sync.block_size={args.tau}", "train.epochs=1",
             "train.schedule=constant", "train.lr=0.02", "sync.strategy=single",
-            f"dist.device={args.device}"]
+            f"dist.device={args.device}", f"train.precision={args.precision}",
+            f"train.tf32={'true' if args.tf32 else 'false'}"]
 
 
-def make_trainer(problem, exp, args) -> Trainer:
-    trainer = Trainer(configs.resolve(None, overrides(args)), *problem, exp)
+def resident_overrides(args) -> list[str]:
+    return [*overrides(args), "data.loader=resident", f"data.resident_dtype={args.resident_dtype}"]
+
+
+def make_trainer(problem, exp, args, options=None) -> Trainer:
+    trainer = Trainer(configs.resolve(None, overrides(args) if options is None else options),
+                      *problem, exp)
     trainer.setup()
     os.makedirs(exp, exist_ok=True)
     return trainer
@@ -103,7 +118,9 @@ def hand_loop(trainer: Trainer, args) -> float:
     for i in range(0, frames, args.batch):
         take = order[i:i + args.batch]
         optimizer.zero_grad(set_to_none=True)
-        F.nll_loss(model(x_all[take]), y_all[take]).backward()
+        with autocast(device, args.precision):
+            loss = F.nll_loss(model(x_all[take]), y_all[take])
+        loss.backward()
         optimizer.step()
     synchronize(device)
     return frames / (time.perf_counter() - start)
@@ -222,7 +239,8 @@ def virtual_workers(problem, root: str, args, results: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--workers", default="1,2", help="worker counts for the speed-up curve")
+    parser.add_argument("--workers", default="1,2",
+                        help="worker counts for the speed-up curve ('': none, no (c) or (d))")
     parser.add_argument("--virtual", type=int, default=0,
                         help="(e): K virtual workers in one process against K processes and 1")
     parser.add_argument("--batching", type=int, default=0,
@@ -237,6 +255,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="where the trainer, the hand-written loop and the workers run")
+    parser.add_argument("--resident", action="store_true",
+                        help="(g): the trainer with the resident loader against (a)'s two")
+    parser.add_argument("--resident-dtype", choices=RESIDENT_DTYPES, default="float32",
+                        help="(g): data.resident_dtype")
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                        help="train.precision of the trainers and the hand-written loop")
+    parser.add_argument("--tf32", action="store_true", help="train.tf32 (CUDA)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads per worker (and for (a)); 1 keeps workers independent")
     parser.add_argument("--json", default=None,
@@ -247,11 +272,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench_train.") as root:
         problem = make_data(root, args.utts, args.dim, args.pdfs)
         trainer = make_trainer(problem, os.path.join(root, "exp_a"), args)
-        # alternate the two and keep each one's best, so load from other processes hits both
-        ours, loop = [], []
+        if args.resident:
+            resident = make_trainer(problem, os.path.join(root, "exp_g"), args,
+                                    resident_overrides(args))
+            start = time.perf_counter()
+            resident.shards[0].load()   # once per run (timed apart from the epochs)
+            synchronize(resident.device)
+            load_seconds = time.perf_counter() - start
+        # alternate them and keep each one's best, so load from other processes hits all
+        ours, loop, gathered = [], [], []
         for _ in range(args.repeats):
             ours.append(trainer_fps(trainer))
             loop.append(hand_loop(trainer, args))
+            if args.resident:
+                gathered.append(trainer_fps(resident))
         name = torch.cuda.get_device_name(trainer.device) if args.device == "cuda" else None
         print(f"device: {trainer.device}" + (f" ({name})" if name else ""))
         print(f"model: DNN {args.layers}x{args.hidden}, input {trainer.input_dim}, "
@@ -261,12 +295,18 @@ def main() -> None:
               f"{args.repeats}")
         print(f"(a) trainer {max(ours):.0f} frames/s, hand-written loop {max(loop):.0f} frames/s: "
               f"{100 * max(ours) / max(loop):.1f}% (target >= 90%)")
+        if args.resident:
+            store = resident.shards[0]
+            print(f"(g) resident trainer ({store.dtype}, on {store.store}; loaded in "
+                  f"{load_seconds:.2f} s) {max(gathered):.0f} frames/s: "
+                  f"{max(gathered) / max(ours):.2f}x the stream trainer, "
+                  f"{100 * max(gathered) / max(loop):.1f}% of the hand-written loop")
         block = trainer.counters["seconds_compute"] / trainer.counters["syncs"]
         ema = ema_cost(trainer)
         print(f"(b) EMA update {1e3 * ema:.3f} ms, training block {1e3 * block:.1f} ms: "
               f"{100 * ema / block:.3f}% (target < 1%)")
         results = {}
-        for n in [int(w) for w in args.workers.split(",")]:
+        for n in [int(w) for w in args.workers.split(",") if w]:
             strategy = "single" if n == 1 else "bmuf"
             results[n] = run_workers(problem, os.path.join(root, f"exp_{n}"), n, args, strategy)
         if 2 in results:
@@ -275,13 +315,14 @@ def main() -> None:
                   f"block {1e3 * r['seconds_compute'] / r['syncs']:.1f} ms: "
                   f"{100 * r['seconds_comm'] / r['seconds_compute']:.1f}%; "
                   f"{r['bytes_reduced'] / r['syncs'] / 1e6:.2f} MB per sync per worker")
-        base = results[min(results)]["frames"] / results[min(results)]["seconds_train"]
-        print("(d) workers  frames/s  speed-up  (all workers together, one epoch)")
         curve = [{"workers": n, "frames_per_second": r["frames"] / r["seconds_train"]}
                  for n, r in results.items()]
-        for point in curve:
-            fps = point["frames_per_second"]
-            print(f"    {point['workers']:7d}  {fps:8.0f}  {fps / base:8.2f}")
+        if curve:
+            base = min(curve, key=lambda point: point["workers"])["frames_per_second"]
+            print("(d) workers  frames/s  speed-up  (all workers together, one epoch)")
+            for point in curve:
+                fps = point["frames_per_second"]
+                print(f"    {point['workers']:7d}  {fps:8.0f}  {fps / base:8.2f}")
         if args.virtual:
             virtual_workers(problem, root, args, results)
         if args.batching:

@@ -22,8 +22,9 @@ transform_dir=     # dir with trans.JOB: per-speaker (fMLLR) transforms applied 
 help_message="Usage: $0 [options] <data-dir> <lang-dir> <src-dir> <align-dir>
 e.g.: $0 data/train data/lang exp/tri1 exp/tri1_ali
 Writes <align-dir>/{ali.JOB.gz,num_jobs,final.mdl,tree,cmvn_opts,phones.txt} (and, from an LDA
-system, final.mat, full.mat and splice_opts; else delta_order) and <align-dir>/log/align.JOB.log
-(each names the utterances it could not align).
+system, final.mat, full.mat and splice_opts; else delta_order; with --transform-dir, its
+trans.JOB) and <align-dir>/log/align.JOB.log (each names the utterances it could not align).
+A SAT system (train_sat.sh) is aligned by steps/align_fmllr.sh, which estimates the transforms.
 Options:
   --nj <nj>                  # number of parallel jobs (default $nj)
   --cmd <run.pl|queue.pl ..> # how to run jobs (default $cmd)
@@ -54,6 +55,7 @@ cmvn_opts=$(cat "$srcdir/cmvn_opts" 2>/dev/null || true)
 . "$(dirname "$0")/lib/gmm_feats.sh"
 [ -n "$transform_dir" ] && check_transform_dir_jobs "$transform_dir" "$nj"
 gmm_feat_opts "$srcdir" "$transform_dir"   # feat_type, delta_order, transform_opts
+warn_unadapted_sat "$srcdir/final.mdl" "$transform_dir"
 check_gmm_feat_dim "$srcdir/final.mdl" "$data"
 
 mkdir -p "$dir/log"
@@ -69,6 +71,13 @@ if [ "$feat_type" = lda ]; then  # as Kaldi: the next system reads them from the
 else
   rm -f "$dir/final.mat" "$dir/full.mat" "$dir/splice_opts"  # of an earlier LDA system's run
   echo "$delta_order" > "$dir/delta_order"
+fi
+if [ -n "$transform_dir" ]; then  # the ali dir carries the transforms its features went through
+  for n in $(seq "$nj"); do
+    [ "$transform_dir/trans.$n" -ef "$dir/trans.$n" ] || cp "$transform_dir/trans.$n" "$dir/trans.$n"
+  done
+elif ! [ "$srcdir" -ef "$dir" ]; then
+  rm -f "$dir"/trans.[0-9]*                 # of an earlier run with --transform-dir
 fi
 cp "$srcdir/tree" "$dir/tree"
 cp -L "$srcdir/final.mdl" "$dir/final.mdl"

@@ -63,6 +63,7 @@ delta_order_option=$delta_order
 . "$(dirname "$0")/lib/gmm_feats.sh"
 [ -n "$transform_dir" ] && check_transform_dir_jobs "$transform_dir" "$nj"
 gmm_feat_opts "$srcdir" "$transform_dir"   # feat_type, delta_order, transform_opts
+warn_unadapted_sat "$model" "$transform_dir"  # a SAT system is decoded by decode_fmllr.sh
 if [ -n "$delta_order_option" ] && [ "$feat_type" = delta ]; then
   delta_order=$delta_order_option
 fi

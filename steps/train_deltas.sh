@@ -84,59 +84,26 @@ read -r -a align_opts <<< "$scale_opts"
 align_opts+=(--beam "$beam" --retry-beam "$retry_beam" --boost-silence "$boost_silence"
             --max-failed "$max_failed")
 [ "$careful" = true ] && align_opts+=(--careful)
-. "$(dirname "$0")/lib/build_tree.sh"   # questions_and_tree, init_tree_model
+. "$(dirname "$0")/lib/build_tree.sh"   # tree_stats, questions_and_tree, init_tree_model, ...
+. "$(dirname "$0")/lib/gmm_passes.sh"   # init_numgauss, gmm_training_passes, link_final
 
 if [ "$stage" -le -3 ]; then
-  echo "$0: accumulating tree stats"
-  $cmd JOB=1:"$nj" "$dir/log/acc_tree.JOB.log" \
-    emasr acc-tree-stats "${feat_opts[@]}" --max-skipped "$max_failed" \
-      --ci-phones "$lang/phones/context_indep.csl" \
-      "$alidir/final.mdl" "$sdata/JOB" "$alidir/ali.JOB.gz" "$dir/JOB.treeacc"
-  $cmd "$dir/log/sum_tree_acc.log" \
-    emasr sum-tree-stats "$dir/treeacc" $(seq -f "$dir/%g.treeacc" 1 "$nj")
-  rm -f "$dir"/*.treeacc
+  tree_stats
 fi
 
 if [ "$stage" -le -2 ]; then
   questions_and_tree
   init_tree_model
 fi
-numgauss=$(emasr gmm-info "$dir/1.mdl" | awk '/number of pdfs/ {print $NF}')
-incgauss=$(( (totgauss - numgauss) / max_iter_inc ))
 
 if [ "$stage" -le -1 ]; then
-  echo "$0: converting alignments from $alidir to use current tree"
-  $cmd JOB=1:"$nj" "$dir/log/convert.JOB.log" \
-    emasr convert-ali "$alidir/final.mdl" "$dir/1.mdl" "$dir/tree" \
-      "$alidir/ali.JOB.gz" "$dir/ali.JOB.gz"
+  convert_alignments
 fi
 
-x=1
-while [ "$x" -lt "$num_iters" ]; do
-  echo "$0: training pass $x"
-  if [ "$stage" -le "$x" ]; then
-    if [[ " $realign_iters " == *" $x "* ]]; then
-      echo "$0: aligning data"
-      $cmd JOB=1:"$nj" "$dir/log/align.$x.JOB.log" \
-        emasr gmm-align "${feat_opts[@]}" "${align_opts[@]}" \
-          "$dir/$x.mdl" "$dir/tree" "$lang" "$sdata/JOB" "$dir/ali.JOB.gz"
-    fi
-    $cmd JOB=1:"$nj" "$dir/log/acc.$x.JOB.log" \
-      emasr gmm-acc-stats-ali "${feat_opts[@]}" --max-skipped "$max_failed" \
-        "$dir/$x.mdl" "$sdata/JOB" "$dir/ali.JOB.gz" "$dir/$x.JOB.acc"
-    $cmd "$dir/log/update.$x.log" \
-      emasr gmm-est --seed "$x" --write-occs "$dir/$((x + 1)).occs" --mix-up "$numgauss" --power "$power" \
-        "$dir/$x.mdl" "$dir/$((x + 1)).mdl" $(seq -f "$dir/$x.%g.acc" 1 "$nj")
-    rm -f "$dir/$x.mdl" "$dir"/$x.*.acc "$dir/$x.occs"
-  fi
-  if [ "$x" -le "$max_iter_inc" ]; then
-    numgauss=$((numgauss + incgauss))
-  fi
-  x=$((x + 1))
-done
-
-ln -sf "$x.mdl" "$dir/final.mdl"
-ln -sf "$x.occs" "$dir/final.occs"
+no_transform() { :; }
+init_numgauss
+gmm_training_passes no_transform
+link_final mdl occs
 leaves=$(emasr gmm-info "$dir/final.mdl" | awk '/number of pdfs/ {print $NF}')
-grep -h "avg like per frame" "$dir/log/update.$((x - 1)).log" | tail -n 1 | sed "s|^|$0: final |" || true
+grep -h "avg like per frame" "$dir/log/update.$((num_iters - 1)).log" | tail -n 1 | sed "s|^|$0: final |" || true
 echo "$0: done training the triphone system in $dir ($leaves pdfs)"

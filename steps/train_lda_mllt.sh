@@ -108,7 +108,8 @@ read -r -a align_opts <<< "$scale_opts"
 align_opts+=(--beam "$beam" --retry-beam "$retry_beam" --boost-silence "$boost_silence"
             --max-failed "$max_failed")
 [ "$careful" = true ] && align_opts+=(--careful)
-. "$(dirname "$0")/lib/build_tree.sh"   # questions_and_tree, init_tree_model
+. "$(dirname "$0")/lib/build_tree.sh"   # tree_stats, questions_and_tree, init_tree_model, ...
+. "$(dirname "$0")/lib/gmm_passes.sh"   # init_numgauss, gmm_training_passes, link_final
 silence_opts=(--silence-phones "$silphonelist" --silence-weight 0.0)
 
 if [ "$stage" -le -5 ]; then
@@ -124,14 +125,7 @@ fi
 [ -f "$dir/0.mat" ] || { echo "$0: expected file $dir/0.mat to exist (stage -5)" >&2; exit 1; }
 
 if [ "$stage" -le -4 ]; then
-  echo "$0: accumulating tree stats"
-  $cmd JOB=1:"$nj" "$dir/log/acc_tree.JOB.log" \
-    emasr acc-tree-stats "${feat_opts[@]}" --max-skipped "$max_failed" \
-      --ci-phones "$lang/phones/context_indep.csl" \
-      "$alidir/final.mdl" "$sdata/JOB" "$alidir/ali.JOB.gz" "$dir/JOB.treeacc"
-  $cmd "$dir/log/sum_tree_acc.log" \
-    emasr sum-tree-stats "$dir/treeacc" $(seq -f "$dir/%g.treeacc" 1 "$nj")
-  rm -f "$dir"/*.treeacc
+  tree_stats
 fi
 
 if [ "$stage" -le -3 ]; then
@@ -144,69 +138,38 @@ if [ "$stage" -le -2 ]; then
 fi
 
 if [ "$stage" -le -1 ]; then
-  echo "$0: converting alignments from $alidir to use current tree"
-  $cmd JOB=1:"$nj" "$dir/log/convert.JOB.log" \
-    emasr convert-ali "$alidir/final.mdl" "$dir/1.mdl" "$dir/tree" \
-      "$alidir/ali.JOB.gz" "$dir/ali.JOB.gz"
+  convert_alignments
 fi
 
-# The number of Gaussians starts at the number of leaves (Kaldi's numgauss=$numleaves).
-if [ -f "$dir/1.mdl" ]; then
-  numgauss=$(emasr gmm-info "$dir/1.mdl" | awk '/number of pdfs/ {print $NF}')
-else
-  numgauss=$num_leaves
-fi
-incgauss=$(( (totgauss - numgauss) / max_iter_inc ))
-
-x=1
-while [ "$x" -lt "$num_iters" ]; do
+mllt_pass() {
+  # on --mllt-iters, before the pass's statistics: MLLT in the current space, the model's means
+  # rotated by it, and x.mat = MLLT cur.mat, the features of this pass on
+  local x=$1
+  [[ " $mllt_iters " == *" $x "* ]] || return 0
   if [ "$stage" -le "$x" ]; then
-    if [[ " $realign_iters " == *" $x "* ]]; then
-      echo "$0: pass $x: aligning data"
-      $cmd JOB=1:"$nj" "$dir/log/align.$x.JOB.log" \
-        emasr gmm-align "${feat_opts[@]}" "${align_opts[@]}" \
-          "$dir/$x.mdl" "$dir/tree" "$lang" "$sdata/JOB" "$dir/ali.JOB.gz"
-    fi
+    echo "$0: pass $x: estimating MLLT"
+    $cmd JOB=1:"$nj" "$dir/log/macc.$x.JOB.log" \
+      emasr gmm-acc-mllt "${feat_opts[@]}" "${silence_opts[@]}" --max-skipped "$max_failed" \
+        "$dir/$x.mdl" "$sdata/JOB" "$dir/ali.JOB.gz" "$dir/$x.JOB.macc"
+    $cmd "$dir/log/mupdate.$x.log" \
+      emasr est-mllt "$dir/$x.mat.new" $(seq -f "$dir/$x.%g.macc" 1 "$nj")
+    $cmd "$dir/log/transform_means.$x.log" \
+      emasr gmm-transform-means "$dir/$x.mat.new" "$dir/$x.mdl" "$dir/$x.mdl"
+    $cmd "$dir/log/compose.$x.log" \
+      emasr compose-transforms "$dir/$x.mat.new" "$dir/$cur_mat.mat" "$dir/$x.mat"
+    rm -f "$dir/$x".*.macc
   fi
-  if [[ " $mllt_iters " == *" $x "* ]]; then
-    if [ "$stage" -le "$x" ]; then
-      echo "$0: pass $x: estimating MLLT"
-      $cmd JOB=1:"$nj" "$dir/log/macc.$x.JOB.log" \
-        emasr gmm-acc-mllt "${feat_opts[@]}" "${silence_opts[@]}" --max-skipped "$max_failed" \
-          "$dir/$x.mdl" "$sdata/JOB" "$dir/ali.JOB.gz" "$dir/$x.JOB.macc"
-      $cmd "$dir/log/mupdate.$x.log" \
-        emasr est-mllt "$dir/$x.mat.new" $(seq -f "$dir/$x.%g.macc" 1 "$nj")
-      $cmd "$dir/log/transform_means.$x.log" \
-        emasr gmm-transform-means "$dir/$x.mat.new" "$dir/$x.mdl" "$dir/$x.mdl"
-      $cmd "$dir/log/compose.$x.log" \
-        emasr compose-transforms "$dir/$x.mat.new" "$dir/$cur_mat.mat" "$dir/$x.mat"
-      rm -f "$dir"/$x.*.macc
-    fi
-    cur_mat=$x
-    feat_opts=("${spliced_opts[@]}" --transform "$dir/$cur_mat.mat")
-  fi
-  if [ "$stage" -le "$x" ]; then
-    $cmd JOB=1:"$nj" "$dir/log/acc.$x.JOB.log" \
-      emasr gmm-acc-stats-ali "${feat_opts[@]}" --max-skipped "$max_failed" \
-        "$dir/$x.mdl" "$sdata/JOB" "$dir/ali.JOB.gz" "$dir/$x.JOB.acc"
-    $cmd "$dir/log/update.$x.log" \
-      emasr gmm-est --seed "$x" --write-occs "$dir/$((x + 1)).occs" --mix-up "$numgauss" \
-        --power "$power" "$dir/$x.mdl" "$dir/$((x + 1)).mdl" $(seq -f "$dir/$x.%g.acc" 1 "$nj")
-    rm -f "$dir/$x.mdl" "$dir"/$x.*.acc "$dir/$x.occs"
-    like=$(grep -ho "avg like per frame = [-0-9.e+]*" "$dir/log/update.$x.log" | tail -n 1 ||
-           true)
-    echo "$0: pass $x done: ${like:-no likelihood in $dir/log/update.$x.log}" \
-         "(transform $cur_mat.mat)"
-  fi
-  if [ "$x" -le "$max_iter_inc" ]; then
-    numgauss=$((numgauss + incgauss))
-  fi
-  x=$((x + 1))
-done
+  cur_mat=$x
+  feat_opts=("${spliced_opts[@]}" --transform "$dir/$cur_mat.mat")
+  pass_note="transform $cur_mat.mat"
+}
 
-rm -f "$dir/final.mdl" "$dir/final.occs" "$dir/final.mat"
-ln -s "$x.mdl" "$dir/final.mdl"
-ln -s "$x.occs" "$dir/final.occs"
+init_numgauss
+pass_note="transform $cur_mat.mat"
+gmm_training_passes mllt_pass
+
+link_final mdl occs
+rm -f "$dir/final.mat"
 ln -s "$cur_mat.mat" "$dir/final.mat"
 leaves=$(emasr gmm-info "$dir/final.mdl" | awk '/number of pdfs/ {print $NF}')
 mat_dims=$(emasr feat-to-dim "${spliced_opts[@]}" --transform "$dir/final.mat" "$data" ||

@@ -33,18 +33,28 @@ def yesno_mfcc_feats(subset: str = "train_yesno", dither: float = 0.0) -> dict:
     return feats
 
 
-def write_data_dir(data: Path, feats: dict, texts: dict[str, str]) -> Path:
-    """A one-speaker ("global") data dir with feats.scp, cmvn.scp, text, utt2spk, spk2utt."""
+def write_data_dir(data: Path, feats: dict, texts: dict[str, str], num_speakers: int = 1
+                   ) -> Path:
+    """A data dir with feats.scp, cmvn.scp (per speaker), text, utt2spk, spk2utt: one speaker
+    ("global"), or ``num_speakers`` pseudo-speakers spk1, spk2, .. taking the sorted utterances
+    in contiguous blocks (so that utt2spk sorts by speaker too, as Kaldi requires)."""
     data.mkdir(parents=True, exist_ok=True)
     kaldiio.save_ark(str(data / "feats.ark"), feats, scp=str(data / "feats.scp"))
     dims = {f.shape[1] for f in feats.values()}
     dim = min(dims, key=lambda d: -sum(f.shape[1] == d for f in feats.values()))
-    stats = sum(cmvn_stats(f) for f in feats.values() if f.shape[1] == dim)
-    kaldiio.save_ark(str(data / "cmvn.ark"), {"global": stats}, scp=str(data / "cmvn.scp"))
     utts = sorted(feats)
+    speaker = {u: "global" if num_speakers == 1 else f"spk{1 + i * num_speakers // len(utts)}"
+               for i, u in enumerate(utts)}
+    spk2utt: dict[str, list[str]] = {}
+    for utt in utts:
+        spk2utt.setdefault(speaker[utt], []).append(utt)
+    stats = {spk: sum(cmvn_stats(feats[u]) for u in members if feats[u].shape[1] == dim)
+             for spk, members in spk2utt.items()}
+    kaldiio.save_ark(str(data / "cmvn.ark"), stats, scp=str(data / "cmvn.scp"))
     (data / "text").write_text("".join(f"{u} {texts[u]}\n" for u in utts))
-    (data / "utt2spk").write_text("".join(f"{u} global\n" for u in utts))
-    (data / "spk2utt").write_text("global " + " ".join(utts) + "\n")
+    (data / "utt2spk").write_text("".join(f"{u} {speaker[u]}\n" for u in utts))
+    (data / "spk2utt").write_text("".join(f"{spk} {' '.join(members)}\n"
+                                          for spk, members in spk2utt.items()))
     return data
 
 

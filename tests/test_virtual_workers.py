@@ -70,7 +70,9 @@ def assert_same_trajectory(a, b, models):
 @pytest.mark.parametrize("overrides,models", [
     (DNN_BMUF, ["final.pt", "ema.pt", "avg.pt"]),
     (LSTM_BMUF, ["final.pt", "ema.pt"]),
-], ids=["dnn-bmuf", "lstm-bmuf"])
+    # the resident data path: each virtual worker holds its own shard, as a real worker does
+    (DNN_BMUF + ["data.loader=resident", "data.resident_dtype=float16"], ["final.pt", "ema.pt"]),
+], ids=["dnn-bmuf", "lstm-bmuf", "dnn-bmuf-resident"])
 def test_two_virtual_workers_in_one_process_match_two_real_workers(problem, tmp_path, overrides,
                                                                    models):
     real, virtual = tmp_path / "real", tmp_path / "virtual"

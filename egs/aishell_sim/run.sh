@@ -50,6 +50,13 @@ controls_decoded_at=  # worker counts whose +avg and +lastk rows are decoded (1:
                     # worker's); the others get their dev frame accuracy only (default: all)
 nnet_train_opts=    # extra options of steps/nnet/train.sh, e.g. multi-node torchrun:
                     # "--torchrun-opts '--nnodes 2 --rdzv-backend c10d --rdzv-endpoint h1:29400'"
+gmm_systems="mono tri1"  # the GMM ladder, a prefix of "mono tri1 tri2 tri3" (tri1: deltas, tri2:
+                    # LDA+MLLT, tri3: SAT with per-speaker fMLLR), each trained on the one before;
+                    # the last one's alignments make the network targets
+gmm_topology=skip   # the GMMs' HMMs: skip (a phone can pass in one frame: the GMM tree and HCLG
+                    # serve the networks at 30 ms) | kaldi (3 states, 10 ms; needs --nnet-tree-leaves)
+nnet_tree_leaves=0  # 0: the networks share the last GMM's tree and HCLG; N: a network tree of N
+                    # leaves (steps/nnet/build_tree.sh at 1/3 of the rate, data/lang_test_nnet)
 mono_subset=        # the monophones train on this many shortest utterances, 0: all (Kaldi's
                     # "2kshort" subsets; default: per profile)
 mono_totgauss=      # GMM sizes (default: per profile)
@@ -95,7 +102,14 @@ Options:
   --nnet-train-opts '...'       extra options of steps/nnet/train.sh (e.g. --torchrun-opts)
   --corpus-dir DIR --simulate true|false --lm-text FILE   use an existing corpus
   --cmvn-per-utt true|false     CMVN per utterance instead of per speaker (default: = --simulate)
-  --mono-subset N --mono-totgauss N --num-leaves N --tri-totgauss N   GMM sizes
+  --mono-subset N --mono-totgauss N --num-leaves N --tri-totgauss N   GMM sizes (every
+                                triphone system has --num-leaves and --tri-totgauss)
+  --gmm-systems 'mono tri1 tri2 tri3'  the GMM ladder (default '$gmm_systems'); the last one's
+                                alignments make the network targets
+  --gmm-topology skip|kaldi     the GMMs' HMM topology (default $gmm_topology; kaldi needs
+                                --nnet-tree-leaves)
+  --nnet-tree-leaves N          the networks' own tree of N leaves at 30 ms (default 0: they
+                                share the last GMM's tree)
   --gmm-decode-opts '--beam 11 --lattice-beam 5'  --nnet-decode-opts '...'
   --gmm-decode-sets 'dev test'  the sets the GMMs decode ('': only the graph the networks use)
   --gmm-scoring-opts '--min-lmwt 7 --max-lmwt 17 --word-ins-penalty 0.0,0.5,1.0'
@@ -197,8 +211,28 @@ emasr report --select --strategies "$strategies" > /dev/null
 : "${cmvn_per_utt:=$simulate}"
 sets="train dev test"
 gmm_lang=data/lang_test
-nnet_graph=exp/tri1/graph      # the networks share the triphone system's tree, pdfs and HCLG
-nnet_trans_mdl=exp/tri1/final.mdl
+case " $gmm_systems " in
+  " mono tri1 "|" mono tri1 tri2 "|" mono tri1 tri2 tri3 ") ;;
+  *) log "--gmm-systems '$gmm_systems': expected 'mono tri1', 'mono tri1 tri2' or" \
+         "'mono tri1 tri2 tri3'"; exit 1 ;;
+esac
+case "$gmm_topology" in skip|kaldi) ;;
+  *) log "--gmm-topology '$gmm_topology': expected skip or kaldi"; exit 1 ;;
+esac
+if [ "$gmm_topology" = kaldi ] && [ "$nnet_tree_leaves" -le 0 ]; then
+  log "--gmm-topology kaldi: a 3-state phone lasts at least 3 frames, longer than half the" \
+      "phones at the networks' 30 ms: give them their own tree (--nnet-tree-leaves N)"
+  exit 1
+fi
+nnet_gmm=${gmm_systems##* }    # the GMM whose alignments make the network targets
+if [ "$nnet_tree_leaves" -gt 0 ]; then
+  nnet_tree=exp/nnet_tree      # the networks' own tree, pdfs and HCLG
+  nnet_graph=$nnet_tree/graph
+  nnet_trans_mdl=$nnet_tree/final.mdl
+else                           # the networks share the GMM's tree, pdfs and HCLG
+  nnet_graph=exp/$nnet_gmm/graph
+  nnet_trans_mdl=exp/$nnet_gmm/final.mdl
+fi
 
 # -- stage bookkeeping ---------------------------------------------------------------------------
 stage_settings() {
@@ -206,11 +240,12 @@ stage_settings() {
   case "$1" in
     0) key_values profile corpus_dir simulate corpus_seed ;;
     1) key_values profile cmvn_per_utt ;;
-    2) key_values profile lm_text ;;
+    2) key_values profile lm_text gmm_topology ;;
     4) key_values profile mono_subset mono_totgauss mono_opts ;;
-    5) key_values profile num_leaves tri_totgauss ;;
-    6) key_values profile gmm_decode_opts gmm_scoring_opts gmm_decode_sets ;;
-    7) key_values profile targets_opts ;;
+    5) key_values profile num_leaves tri_totgauss gmm_systems ;;
+    6) key_values profile gmm_decode_opts gmm_scoring_opts gmm_decode_sets gmm_systems \
+         nnet_tree_leaves ;;
+    7) key_values profile targets_opts gmm_systems nnet_tree_leaves ;;
     *) key_values profile ;;
   esac
 }
@@ -326,7 +361,8 @@ if stage_on 2 && begin_stage 2 "dict, LM, lang, lang_test"; then
   run local/aishell_prepare_dict.sh --text data/train/text "$corpus_dir/resource_aishell"
   # the LM adds its new words (with pypinyin pronunciations) to the dict: prepare_lang comes after
   run local/train_lms.sh "$lm_text" data/local/dict data/dev/text data/local/lm
-  run utils/prepare_lang.sh data/local/dict "<UNK>" data/local/lang data/lang
+  run utils/prepare_lang.sh --topology "$gmm_topology" data/local/dict "<UNK>" data/local/lang \
+    data/lang
   run utils/format_lm.sh data/lang data/local/lm/3gram.arpa.gz data/local/dict/lexicon.txt \
     "$gmm_lang"
   end_stage 2
@@ -357,37 +393,73 @@ if stage_on 4 && begin_stage 4 "monophone GMM"; then
   end_stage 4
 fi
 
-if stage_on 5 && begin_stage 5 "triphone GMM; alignments of train and dev"; then
+if stage_on 5 && begin_stage 5 "triphone GMMs ($gmm_systems); alignments of train and dev"; then
   run steps/align_si.sh --cmd "$train_cmd" --nj "$nj" data/train data/lang exp/mono exp/mono_ali
   run steps/train_deltas.sh --cmd "$train_cmd" --nj "$nj" --num-leaves "$num_leaves" \
     --totgauss "$tri_totgauss" data/train data/lang exp/mono_ali exp/tri1
+  # tri2 (LDA+MLLT) and tri3 (SAT) each on the alignments of the system before it
+  case " $gmm_systems " in *" tri2 "*)
+    run steps/align_si.sh --cmd "$train_cmd" --nj "$nj" data/train data/lang exp/tri1 exp/tri1_ali
+    run steps/train_lda_mllt.sh --cmd "$train_cmd" --num-leaves "$num_leaves" \
+      --totgauss "$tri_totgauss" data/train data/lang exp/tri1_ali exp/tri2 ;;
+  esac
+  case " $gmm_systems " in *" tri3 "*)
+    run steps/align_si.sh --cmd "$train_cmd" --nj "$nj" data/train data/lang exp/tri2 exp/tri2_ali
+    run steps/train_sat.sh --cmd "$train_cmd" --num-leaves "$num_leaves" \
+      --totgauss "$tri_totgauss" data/train data/lang exp/tri2_ali exp/tri3 ;;
+  esac
+  align=steps/align_si.sh
+  [ "$nnet_gmm" = tri3 ] && align=steps/align_fmllr.sh   # its speakers' transforms first
   # dev is aligned too: the networks' dev frame accuracy needs dev targets
   run utils/combine_data.sh data/train_dev data/train data/dev
-  run steps/align_si.sh --cmd "$train_cmd" --nj "$nj" data/train_dev data/lang exp/tri1 \
-    exp/tri1_ali_train_dev
+  run $align --cmd "$train_cmd" --nj "$nj" data/train_dev data/lang "exp/$nnet_gmm" \
+    "exp/${nnet_gmm}_ali_train_dev"
+  if [ "$nnet_tree_leaves" -gt 0 ] && [ ! -f "exp/${nnet_gmm}_ali/ali.1.gz" ]; then
+    # the network tree grows on the training utterances only (dev stays held out)
+    run $align --cmd "$train_cmd" --nj "$nj" data/train data/lang "exp/$nnet_gmm" \
+      "exp/${nnet_gmm}_ali"
+  fi
   end_stage 5
 fi
 
 if stage_on 6 && begin_stage 6 "graphs and GMM decoding of '$gmm_decode_sets'"; then
-  for sys in mono tri1; do
-    # tri1's graph is also the networks'
-    [ -n "$gmm_decode_sets" ] || [ "$sys" = tri1 ] || continue
+  for sys in $gmm_systems; do
+    # the last system's graph is also the networks' when they share its tree
+    [ -n "$gmm_decode_sets" ] || { [ "$sys" = "$nnet_gmm" ] && [ -z "${nnet_tree:-}" ]; } ||
+      continue
     run utils/mkgraph.sh "$gmm_lang" "exp/$sys" "exp/$sys/graph"
+    decode=steps/decode.sh
+    [ "$sys" = tri3 ] && decode=steps/decode_fmllr.sh   # two passes: SI, then fMLLR
     for x in $gmm_decode_sets; do
       # shellcheck disable=SC2086
-      run steps/decode.sh --cmd "$decode_cmd" --nj "$nj" $gmm_decode_opts \
+      run $decode --cmd "$decode_cmd" --nj "$nj" $gmm_decode_opts \
         --scoring-opts "$gmm_scoring_opts" "exp/$sys/graph" "data/$x" "exp/$sys/decode_$x"
     done
   done
   end_stage 6
 fi
 
-if stage_on 7 && begin_stage 7 "network targets from the triphone alignments"; then
+if stage_on 7 && begin_stage 7 "network targets from the $nnet_gmm alignments"; then
   run utils/combine_data.sh data/train_dev_fbank data/train_fbank data/dev_fbank
+  nnet_ali=exp/${nnet_gmm}_ali_train_dev
+  if [ -n "${nnet_tree:-}" ]; then
+    # Kaldi chain's way: the networks' lang dir (one-frame topology) and tree, grown from the GMM
+    # alignments converted to it at 1/3 of the frame rate; train and dev converted to that tree
+    run utils/prepare_lang_nnet.sh "$gmm_lang" data/lang_test_nnet
+    # at a third of the frames a split gains a third of the likelihood: --tree-thresh 100 asks
+    # of a split what the GMM trees' 300 asks at 10 ms
+    run steps/nnet/build_tree.sh --cmd "$train_cmd" --frame-subsampling-factor 3 \
+      --tree-thresh 100 "$nnet_tree_leaves" data/train data/lang_test_nnet "exp/${nnet_gmm}_ali" \
+      "$nnet_tree"
+    run steps/nnet/convert_ali.sh --cmd "$train_cmd" --frame-subsampling-factor 3 "$nnet_ali" \
+      "$nnet_tree" "${nnet_tree}_ali_train_dev"
+    run utils/mkgraph.sh data/lang_test_nnet "$nnet_tree" "$nnet_graph"
+    nnet_ali=${nnet_tree}_ali_train_dev
+  fi
   # dev is aligned for the networks' dev frame accuracy; the priors count training only
   # shellcheck disable=SC2086
   run steps/nnet/make_targets.sh --cmd "$train_cmd" --frame-subsampling-factor 3 $targets_opts \
-    --priors-from data/train_fbank exp/tri1_ali_train_dev data/train_dev_fbank exp/nnet/targets
+    --priors-from data/train_fbank "$nnet_ali" data/train_dev_fbank exp/nnet/targets
   end_stage 7
 fi
 
@@ -465,7 +537,7 @@ if stage_on 10; then
   log "stage 10: report -> $results"
   reported=()
   for dir in $(nnet_dirs); do [ -f "$dir/conf.yaml" ] && reported+=("$dir"); done
-  for dir in exp/mono exp/tri1; do [ -d "$dir/decode_dev" ] && reported+=("$dir"); done
+  for sys in $gmm_systems; do [ -d "exp/$sys/decode_dev" ] && reported+=("exp/$sys"); done
   stage_times=$(stage_times)
   train_time=0
   for f in "$nnet_dir"/*/.done; do

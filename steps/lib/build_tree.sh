@@ -1,8 +1,29 @@
 #!/usr/bin/env bash
 # Sourced by the steps that grow a decision tree (train_deltas.sh, train_lda_mllt.sh,
-# nnet/build_tree.sh): from the summed tree statistics $dir/treeacc, questions by clustering the
-# phone sets, the tree, and a model initialized from it. The caller sets cmd, dir, lang,
-# num_leaves, tree_thresh, tree_min_count and cluster_thresh.
+# train_sat.sh, nnet/build_tree.sh): from the summed tree statistics $dir/treeacc, questions by
+# clustering the phone sets, the tree, and a model initialized from it. The caller sets cmd, dir,
+# lang, num_leaves, tree_thresh, tree_min_count and cluster_thresh; tree_stats and
+# convert_alignments also use nj, sdata, alidir, max_failed and the array feat_opts.
+
+tree_stats() {
+  # $dir/treeacc from the alignments of $alidir (only its model's transitions are used: the
+  # features, feat_opts, are the new system's)
+  echo "$0: accumulating tree stats"
+  $cmd JOB=1:"$nj" "$dir/log/acc_tree.JOB.log" \
+    emasr acc-tree-stats "${feat_opts[@]}" --max-skipped "$max_failed" \
+      --ci-phones "$lang/phones/context_indep.csl" \
+      "$alidir/final.mdl" "$sdata/JOB" "$alidir/ali.JOB.gz" "$dir/JOB.treeacc"
+  $cmd "$dir/log/sum_tree_acc.log" \
+    emasr sum-tree-stats "$dir/treeacc" $(seq -f "$dir/%g.treeacc" 1 "$nj")
+  rm -f "$dir"/*.treeacc
+}
+
+convert_alignments() {
+  echo "$0: converting alignments from $alidir to use current tree"
+  $cmd JOB=1:"$nj" "$dir/log/convert.JOB.log" \
+    emasr convert-ali "$alidir/final.mdl" "$dir/1.mdl" "$dir/tree" \
+      "$alidir/ali.JOB.gz" "$dir/ali.JOB.gz"
+}
 
 questions_and_tree() {
   local extra=()

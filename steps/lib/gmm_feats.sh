@@ -1,7 +1,9 @@
 # The GMM feature pipeline of a model dir, decided as Kaldi's align_si.sh and decode.sh decide it:
 # a dir with final.mat (an LDA system, steps/train_lda_mllt.sh) reads CMVN -> splice-feats
 # $splice_opts -> transform-feats final.mat; any other reads CMVN -> add-deltas (its delta_order,
-# default 2). Sourced by align_si.sh, decode.sh and train_lda_mllt.sh; docs/gmm.md.
+# default 2). A speaker-adapted (SAT) system adds its per-speaker fMLLR transforms (trans.JOB)
+# last. Sourced by align_si.sh, decode.sh, train_lda_mllt.sh and the SAT steps (train_sat.sh,
+# align_fmllr.sh, decode_fmllr.sh); docs/gmm.md.
 
 # gmm_feat_opts DIR [TRANSFORM_DIR]: sets feat_type (lda or delta), delta_order and the array
 # transform_opts (emasr's options after --cmvn-opts and --delta-order). With TRANSFORM_DIR, the
@@ -46,4 +48,39 @@ check_gmm_feat_dim() {
   [ ${#transform_opts[@]} -gt 0 ] && opts=("${transform_opts[@]//JOB/1}")
   emasr feat-to-dim --delta-order "$delta_order" ${opts[@]+"${opts[@]}"} --model "$1" "$2" \
     > /dev/null || exit 1
+}
+
+# is_sat_dir DIR: DIR belongs to a speaker-adapted system: a SAT model dir (final.alimdl, from
+# train_sat.sh) or a dir carrying per-speaker transforms (trans.1: train_sat.sh, align_fmllr.sh,
+# decode_fmllr.sh, align_si.sh --transform-dir), whose model was trained on adapted features.
+is_sat_dir() {
+  [ -f "$1/final.alimdl" ] || [ -f "$1/trans.1" ]
+}
+
+# warn_unadapted_sat MODEL TRANSFORM_DIR: a SAT system's final.mdl used without its speakers'
+# transforms sees features it was not trained on (as Kaldi, this is allowed; it is rarely meant).
+warn_unadapted_sat() {
+  local model_dir
+  model_dir=$(dirname "$1")
+  if [ -z "$2" ] && [ "$(basename "$1")" != final.alimdl ] && is_sat_dir "$model_dir"; then
+    echo "$0: warning: $model_dir is a speaker-adapted (SAT) system but no --transform-dir" \
+         "was given: $1 will see unadapted features (steps/align_fmllr.sh and" \
+         "steps/decode_fmllr.sh estimate the speakers' transforms)" >&2
+  fi
+}
+
+# check_trans_jobs DIR NJ: DIR/trans.1 .. DIR/trans.NJ exist (one per job of DIR's splits).
+check_trans_jobs() {
+  local n
+  for n in $(seq "$2"); do
+    [ -f "$1/trans.$n" ] || {
+      echo "$0: expected file $1/trans.$n to exist ($1 has num_jobs $2)" >&2; exit 1; }
+  done
+}
+
+# fmllr_gain LOG_PREFIX: the fMLLR auxiliary-function improvement per frame over the jobs' logs
+# LOG_PREFIX.*.log (gmm-est-fmllr's "Overall fMLLR auxf impr per frame", frame-weighted).
+fmllr_gain() {
+  { grep -h "Overall fMLLR auxf impr per frame" "$1".*.log || true; } |
+    awk '{ i += $(NF-3) * $(NF-1); n += $(NF-1) } END { if (n > 0) printf "%.4f", i / n }'
 }

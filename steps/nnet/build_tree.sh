@@ -7,7 +7,7 @@
 # probabilities are then estimated from the alignments converted to the new tree, which are kept
 # at the network's frame rate. Writes <exp-dir>/{tree,final.mdl,ali.JOB.gz,
 # frame_subsampling_factor,num_jobs,phones.txt,questions.int,cmvn_opts,...} and logs in
-# <exp-dir>/log. The work is `emasr gmm-init-mono`, `convert-ali`, `nnet-acc-tree-stats`,
+# <exp-dir>/log. The work is `emasr gmm-init-mono`, `convert-ali`, `acc-tree-stats`,
 # `sum-tree-stats`, `cluster-phones`, `build-tree`, `gmm-init-model` and `train-transitions`.
 set -euo pipefail
 
@@ -117,7 +117,7 @@ if [ "$stage" -le -4 ]; then
       "$alidir/final.mdl" "$dir/mono.mdl" "$dir/mono.tree" "$alidir/ali.JOB.gz" \
       "$dir/mono_ali.JOB.gz"
   $cmd JOB=1:"$nj" "$dir/log/acc_tree.JOB.log" \
-    emasr nnet-acc-tree-stats "${subsample_opts[@]}" "${feat_opts[@]}" \
+    emasr acc-tree-stats "${subsample_opts[@]}" "${feat_opts[@]}" \
       --max-skipped "$max_failed" --ci-phones "$lang/phones/context_indep.csl" \
       "$dir/mono.mdl" "$sdata/JOB" "$dir/mono_ali.JOB.gz" "$dir/JOB.treeacc"
   $cmd "$dir/log/sum_tree_acc.log" \

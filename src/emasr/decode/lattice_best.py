@@ -90,13 +90,20 @@ class Union:
 
 
 def arc_levels(arcs: LatticeArcs, where: str) -> np.ndarray:
-    """Each arc's level: that of the state it enters (the longest path, in arcs, to that state)."""
+    """Each arc's level: that of the state it enters."""
+    return state_levels(arcs, where)[arcs.dst]
+
+
+def state_levels(arcs: LatticeArcs, where: str) -> np.ndarray:
+    """Each state's level: the longest path, in arcs, from a state without incoming arcs. Every
+    arc leads from a lower level to a higher one, so a pass level by level sees all arcs into
+    a state before any arc out of it (emasr.decode.lattice_post's forward-backward too)."""
     levels = [0] * arcs.num_states
     for src, dst in topological_arcs(arcs, where):
         level = levels[src] + 1
         if level > levels[dst]:
             levels[dst] = level
-    return np.asarray(levels, dtype=np.int64)[arcs.dst]
+    return np.asarray(levels, dtype=np.int64)
 
 
 def topological_arcs(arcs: LatticeArcs, where: str) -> list[tuple[int, int]]:

@@ -1,4 +1,5 @@
-"""Maximum-likelihood statistics of a GMM-HMM from alignments (Kaldi's gmm-acc-stats-ali).
+"""Maximum-likelihood statistics of a GMM-HMM from alignments (Kaldi's gmm-acc-stats-ali, and
+gmm-acc-stats-twofeats for a SAT system's speaker-independent alignment model).
 
 For each frame aligned to transition id t with pdf p: the transition count of t, and for the GMM of
 p the Gaussian posteriors of the frame, their sum (occupancy), and the posterior-weighted sums of
@@ -6,10 +7,17 @@ x and x^2 -- exactly Kaldi's AccumDiagGmm::AccumulateFromDiag, computed per pdf 
 at once. (kaldi-hmm-gmm's AccumAmDiagGmm cannot be filled from summed arrays -- get_acc returns a
 copy -- so the stats live in NumPy and emasr.gmm.estimate applies Kaldi's MLE update to them.)
 Each job writes its stats to ``N.JOB.acc`` (a NumPy archive); gmm-est sums the jobs' files.
+
+gmm-acc-stats-twofeats (steps/train_sat.sh's final.alimdl) computes the Gaussian posteriors on the
+speaker-adapted features and accumulates x and x^2 of the speaker-independent ones, so that
+re-estimating means and variances from the stats gives a model of the unadapted features that
+matches the SAT model Gaussian for Gaussian.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 from dataclasses import dataclass
 
 import click
@@ -92,8 +100,10 @@ def sum_stats(paths: list[str]) -> GmmStats:
 
 
 def accumulate_utterance(model, stats: GmmStats, feats: np.ndarray, pdfs: np.ndarray,
-                         tids: np.ndarray) -> float:
-    """Add one utterance's frames (feats [T, D], aligned pdfs and transition ids [T])."""
+                         tids: np.ndarray, stats_feats: np.ndarray | None = None) -> float:
+    """Add one utterance's frames (feats [T, D], aligned pdfs and transition ids [T]). With
+    ``stats_feats`` [T, D] the Gaussian posteriors come from ``feats`` and the sums of x and x^2
+    from ``stats_feats`` (Kaldi's AccumulateForGmmTwofeats)."""
     stats.transitions += np.bincount(tids, minlength=len(stats.transitions))
     offsets = stats.offsets()
     total_like = 0.0
@@ -108,7 +118,7 @@ def accumulate_utterance(model, stats: GmmStats, feats: np.ndarray, pdfs: np.nda
         frame_like = np.logaddexp.reduce(loglikes, axis=1)
         posteriors = np.exp(loglikes - frame_like[:, None])
         rows = slice(offsets[pdf], offsets[pdf + 1])
-        x64 = x.astype(np.float64)
+        x64 = (x if stats_feats is None else stats_feats[frames]).astype(np.float64)
         stats.occupancy[rows] += posteriors.sum(axis=0)
         stats.x[rows] += posteriors.T @ x64
         stats.x2[rows] += posteriors.T @ np.square(x64)
@@ -125,14 +135,49 @@ def accumulate_alignments(model_path: str, data_dir: str, ali_path: str, options
     tid2pdf = np.asarray(model.transition_model.id2pdf_id, dtype=np.int64)
     stats = GmmStats.zeros(model)
     counter = SkipCounter(f"gmm-acc-stats-ali {data_dir}", max_skipped)
-    for _, feats, ali in iter_aligned_features(data_dir, options, ali_path, model.am_gmm.dim,
-                                               len(tid2pdf) - 1, counter):
+    logdet = SpeakerLogDet.of(data_dir, options)
+    for utt, feats, ali in iter_aligned_features(data_dir, options, ali_path, model.am_gmm.dim,
+                                                 len(tid2pdf) - 1, counter):
         accumulate_utterance(model, stats, feats, tid2pdf[ali], ali.astype(np.int64))
+        logdet.add(utt, len(feats))
         counter.ok()
     counter.check()
     log.info("overall log-likelihood per frame is %.4f over %d frames",
              stats.log_like / max(stats.frames, 1), stats.frames)
+    logdet.report()
     return stats
+
+
+@dataclass
+class SpeakerLogDet:
+    """The log-determinants of the per-speaker transforms the features went through, per frame:
+    the likelihood of the unadapted features is that of the adapted ones plus log |det A|
+    (Kaldi's transform-feats logs "Overall average logdet"; train_sat.sh adds it to the
+    likelihood of each pass)."""
+    stages: object = None
+    total: float = 0.0
+    frames: int = 0
+
+    @classmethod
+    def of(cls, data_dir: str, options: FeatureOptions) -> "SpeakerLogDet":
+        if not options.speaker_transforms:
+            return cls()
+        from emasr.transform.features import FeatureStages
+        return cls(FeatureStages.load(speaker_transforms=options.speaker_transforms,
+                                      utt2spk=options.utt2spk or
+                                      os.path.join(data_dir, "utt2spk")))
+
+    def add(self, utt: str, num_frames: int) -> None:
+        if self.stages is None:
+            return
+        matrix = self.stages.speaker_matrix(utt)
+        self.total += num_frames * float(np.linalg.slogdet(matrix[:, :matrix.shape[0]])[1])
+        self.frames += num_frames
+
+    def report(self) -> None:
+        if self.stages is not None:
+            log.info("Overall average logdet is %.6g over %d frames",
+                     self.total / max(self.frames, 1), self.frames)
 
 
 @click.command("gmm-acc-stats-ali")
@@ -154,6 +199,65 @@ def acc_stats_ali_cli(cmvn_opts, delta_order, splice_opts, transform, speaker_tr
         options = options_from(cmvn_opts, delta_order, splice_opts, transform,
                                speaker_transforms, utt2spk)
         stats = accumulate_alignments(model, data, ali, options, max_skipped)
+    except (ValueError, RuntimeError, FileNotFoundError) as err:
+        raise click.ClickException(str(err)) from None
+    stats.save(stats_out)
+
+
+def accumulate_twofeats(model_path: str, data_dir: str, ali_path: str, options: FeatureOptions,
+                        max_skipped: float) -> GmmStats:
+    """Statistics of the features without ``options.speaker_transforms``, with the Gaussian
+    posteriors (and transition counts, log-likelihood) of the features with them."""
+    from emasr.transform.features import FeatureStages
+    from emasr.transform.matrix_io import TransformError
+    if not options.speaker_transforms:
+        raise ValueError("gmm-acc-stats-twofeats needs --speaker-transforms (the adapted "
+                         "features are the pipeline with them, the statistics are of the "
+                         "pipeline without)")
+    model = read_model(model_path)
+    check_model_dim(model_path, model.am_gmm.dim, data_dir, options)
+    speaker = FeatureStages.load(speaker_transforms=options.speaker_transforms,
+                                 utt2spk=options.utt2spk or os.path.join(data_dir, "utt2spk"))
+    si_options = dataclasses.replace(options, speaker_transforms=None, utt2spk=None)
+    tid2pdf = np.asarray(model.transition_model.id2pdf_id, dtype=np.int64)
+    stats = GmmStats.zeros(model)
+    counter = SkipCounter(f"gmm-acc-stats-twofeats {data_dir}", max_skipped)
+    for utt, si_feats, ali in iter_aligned_features(data_dir, si_options, ali_path,
+                                                    model.am_gmm.dim, len(tid2pdf) - 1, counter):
+        try:
+            adapted = speaker.apply(utt, si_feats)
+        except TransformError as err:
+            counter.skip(utt, str(err))
+            continue
+        accumulate_utterance(model, stats, adapted, tid2pdf[ali], ali.astype(np.int64),
+                             stats_feats=si_feats)
+        counter.ok()
+    counter.check()
+    log.info("overall log-likelihood per frame (adapted features) is %.4f over %d frames",
+             stats.log_like / max(stats.frames, 1), stats.frames)
+    return stats
+
+
+@click.command("gmm-acc-stats-twofeats")
+@click.option("--cmvn-opts", default="", help="Kaldi's cmvn_opts, e.g. '--norm-vars=false'.")
+@click.option("--delta-order", type=int, default=2, show_default=True)
+@transform_options
+@click.option("--max-skipped", type=float, default=0.1, show_default=True,
+              help="Fail when more than this fraction of utterances cannot be used.")
+@click.argument("model", type=click.Path(dir_okay=False, exists=True))
+@click.argument("data", type=click.Path(file_okay=False, exists=True))
+@click.argument("ali", type=click.Path(dir_okay=False, exists=True))
+@click.argument("stats_out", type=click.Path(dir_okay=False))
+def acc_stats_twofeats_cli(cmvn_opts, delta_order, splice_opts, transform, speaker_transforms,
+                           utt2spk, max_skipped, model, data, ali, stats_out):
+    """Kaldi's gmm-acc-stats-twofeats as train_sat.sh runs it: Gaussian posteriors of MODEL on
+    the features of DATA through the whole pipeline (with --speaker-transforms, the adapted
+    features), statistics of the same pipeline without the speaker transforms (the
+    speaker-independent features), from the alignments ALI, into STATS_OUT (one job's .acc)."""
+    try:
+        options = options_from(cmvn_opts, delta_order, splice_opts, transform,
+                               speaker_transforms, utt2spk)
+        stats = accumulate_twofeats(model, data, ali, options, max_skipped)
     except (ValueError, RuntimeError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
     stats.save(stats_out)

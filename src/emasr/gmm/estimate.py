@@ -26,6 +26,15 @@ from emasr.fst_stack import kaldi_hmm_gmm
 log = logging.getLogger(__name__)
 
 
+UPDATE_FLAGS = "mvwt"   # Kaldi's gmm-est --update-flags: means, variances, weights, transitions
+
+
+def check_update_flags(flags: str) -> str:
+    if not flags or set(flags) - set(UPDATE_FLAGS):
+        raise ValueError(f"bad --update-flags '{flags}': expected letters of '{UPDATE_FLAGS}'")
+    return flags
+
+
 @dataclass(frozen=True)
 class MleOptions:
     """Kaldi's MleDiagGmmOptions (defaults as in Kaldi)."""
@@ -36,21 +45,31 @@ class MleOptions:
 
 
 def update_gmm(gmm, occupancy: np.ndarray, x: np.ndarray, x2: np.ndarray,
-               options: MleOptions) -> tuple[int, int]:
+               options: MleOptions, flags: str = "mvw") -> tuple[int, int]:
     """Kaldi's MleDiagGmmUpdate of one DiagGmm in place: new weights, means and variances
     (floored) for Gaussians with enough data; Gaussians without are removed (but never the last
-    one) or, when removal is off, keep their old parameters. Returns (removed, floored)."""
+    one) or, when removal is off, keep their old parameters. Only the parameters named in
+    ``flags`` (w, m, v) change, the variance being that around the statistics' mean in any
+    case, as Kaldi's. Returns (removed, floored)."""
     num_gauss = len(occupancy)
     total = occupancy.sum()
     weights = occupancy / total if total > 0 else np.full(num_gauss, 1.0 / num_gauss)
-    means = np.asarray(gmm.means, dtype=np.float64).copy()
+    old_means = np.asarray(gmm.means, dtype=np.float64)
+    means = old_means.copy()
     variances = np.asarray(gmm.vars, dtype=np.float64).copy()
     enough = (occupancy > options.min_gaussian_occupancy) & (weights > options.min_gaussian_weight)
     safe = np.maximum(occupancy[enough], 1e-300)[:, None]
     means[enough] = x[enough] / safe
     new_vars = x2[enough] / safe - np.square(means[enough])
-    floored = int(np.sum(new_vars < options.min_variance))
-    variances[enough] = np.maximum(new_vars, options.min_variance)
+    floored = int(np.sum(new_vars < options.min_variance)) if "v" in flags else 0
+    if "v" in flags:
+        variances[enough] = np.maximum(new_vars, options.min_variance)
+    if "m" not in flags:
+        means = old_means.copy()
+    if "w" not in flags:
+        weights = np.asarray(gmm.weights, dtype=np.float64).copy()
+    elif not options.remove_low_count_gaussians:   # Kaldi: those keep their old weight
+        weights[~enough] = np.asarray(gmm.weights, dtype=np.float64)[~enough]
     keep = np.ones(num_gauss, dtype=bool)
     if options.remove_low_count_gaussians:
         for g in np.flatnonzero(~enough):
@@ -120,18 +139,20 @@ def mix_up_model(model: KaldiModel, occupancy: np.ndarray, target: int, power: f
 
 def update_model(model: KaldiModel, stats: GmmStats, options: MleOptions = MleOptions(),
                  mix_up: int = 0, power: float = 0.2, perturb_factor: float = 0.01,
-                 min_count: float = 20.0, seed: int = 0) -> None:
-    """Update transitions and GMMs in place, then mix up to ``mix_up`` Gaussians (0: no)."""
-    objf, count = model.transition_model.mle_update(stats.transitions,
-                                                    kaldi_hmm_gmm.MleTransitionUpdateConfig())
-    log.info("transition update: %.5f log-like improvement per frame over %.0f frames",
-             objf / max(count, 1.0), count)
+                 min_count: float = 20.0, seed: int = 0, flags: str = UPDATE_FLAGS) -> None:
+    """Update transitions (flag t) and GMMs (flags m, v, w) in place, then mix up to ``mix_up``
+    Gaussians (0: no)."""
+    if "t" in flags:
+        objf, count = model.transition_model.mle_update(
+            stats.transitions, kaldi_hmm_gmm.MleTransitionUpdateConfig())
+        log.info("transition update: %.5f log-like improvement per frame over %.0f frames",
+                 objf / max(count, 1.0), count)
     removed = floored = 0
     for pdf in range(model.am_gmm.num_pdfs):
         rows = stats.gaussian_rows(pdf)
         try:
             r, f = update_gmm(model.am_gmm.get_pdf(pdf), stats.occupancy[rows], stats.x[rows],
-                              stats.x2[rows], options)
+                              stats.x2[rows], options, flags)
         except RuntimeError as err:  # Kaldi's gconst check on NaN/inf parameters
             raise ValueError(f"pdf {pdf}: the updated GMM is not finite (NaN/inf in the "
                              f"statistics?): {str(err).splitlines()[-1]}; not writing the "
@@ -177,22 +198,31 @@ def write_occupancies(path: str, occs: np.ndarray) -> None:
               help="Seed of the random directions along which mixing up splits Gaussians.")
 @click.option("--write-occs", type=click.Path(dir_okay=False), default=None,
               help="Write the per-pdf occupancies here (e.g. N.occs).")
+@click.option("--update-flags", default=UPDATE_FLAGS, show_default=True,
+              help="What to update: m(eans), v(ariances), w(eights), t(ransitions).")
+@click.option("--remove-low-count-gaussians", type=click.BOOL, default=True, show_default=True,
+              help="Remove Gaussians with too little data (false: they keep their old "
+              "parameters, as for train_sat.sh's final.alimdl).")
 @click.option("--binary/--text", default=True, show_default=True)
 @click.argument("model_in", type=click.Path(dir_okay=False, exists=True))
 @click.argument("model_out", type=click.Path(dir_okay=False))
 @click.argument("stats", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True))
 def gmm_est_cli(min_gaussian_occupancy, mix_up, power, perturb_factor, min_count, seed,
-                write_occs, binary, model_in, model_out, stats):
+                write_occs, update_flags, remove_low_count_gaussians, binary, model_in,
+                model_out, stats):
     """Re-estimate MODEL_IN from the STATS files of all jobs (summed) into MODEL_OUT."""
     try:
+        check_update_flags(update_flags)
         model = read_model(model_in)
         total = sum_stats(list(stats))
         if len(total.num_gauss) != model.am_gmm.num_pdfs:
             raise ValueError(f"the statistics have {len(total.num_gauss)} pdfs, {model_in} has "
                              f"{model.am_gmm.num_pdfs}")
         occs = total.pdf_occupancy()
-        update_model(model, total, MleOptions(min_gaussian_occupancy), mix_up, power,
-                     perturb_factor, min_count, seed)
+        options = MleOptions(min_gaussian_occupancy,
+                             remove_low_count_gaussians=remove_low_count_gaussians)
+        update_model(model, total, options, mix_up, power, perturb_factor, min_count, seed,
+                     update_flags)
         check_finite_model(model, f"the model re-estimated from {', '.join(stats)}")
     except ValueError as err:
         raise click.ClickException(str(err)) from None

@@ -9,16 +9,17 @@ context. Each distinct event keeps a count and the sums of x and x^2 over its fr
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 
 import click
 import numpy as np
 
+from emasr.ali.convert import SUBSAMPLE_AT
 from emasr.gmm.feature_options import options_from, transform_options
 from emasr.gmm.inputs import FeatureOptions, SkipCounter, feature_dim, iter_aligned_features
-from emasr.gmm.model_io import read_model, transition_table
-from emasr.gmm.transitions import TransitionTable
+from emasr.gmm.transitions import TransitionTable, load_transition_table
 from emasr.io.atomic import atomic_write
 
 log = logging.getLogger(__name__)
@@ -108,14 +109,16 @@ def utterance_stats(events: np.ndarray, feats: np.ndarray) -> TreeStats:
 def accumulate_tree_stats(model_path: str, data_dir: str, ali_path: str,
                           options: FeatureOptions, ci_phones: set[int],
                           max_skipped: float) -> TreeStats:
-    model = read_model(model_path)
-    table = transition_table(model)
+    """Tree statistics of ALI over ``options``' features (``options.subsample`` included: the
+    alignments are then at 1/F of the features' rate, convert-ali's output). As Kaldi's
+    acc-tree-stats, MODEL serves only its transition model (a TransitionModel-only file will do):
+    the features of an LDA system (train_lda_mllt.sh) or of a network tree (nnet/build_tree.sh)
+    are in another space than the GMMs of the alignments' model, if it has any."""
+    table = load_transition_table(model_path)
     pdf_classes = pdf_class_of_transitions(table)
     counter = SkipCounter(f"acc-tree-stats {data_dir}", max_skipped)
     parts: list[TreeStats] = []
-    # Kaldi's acc-tree-stats uses the model for its transitions only: the features of an LDA
-    # system (train_lda_mllt.sh) are in another space than the model of the alignments.
-    dim = feature_dim(data_dir, options)[0] if options.has_stages else model.am_gmm.dim
+    dim = feature_dim(data_dir, options)[0]
     for _, feats, ali in iter_aligned_features(data_dir, options, ali_path, dim,
                                                table.num_transition_ids, counter):
         parts.append(utterance_stats(utterance_events(table, pdf_classes, ali, ci_phones), feats))
@@ -124,9 +127,18 @@ def accumulate_tree_stats(model_path: str, data_dir: str, ali_path: str,
         counter.ok()
     counter.check()
     stats = TreeStats.merge(parts)
-    log.info("accumulated stats for %d events over %.0f frames", len(stats.count),
-             stats.count.sum())
+    log.info("accumulated stats for %d events over %.0f frames (1 in %d of the features' "
+             "frames)", len(stats.count), stats.count.sum(), options.subsample[0])
     return stats
+
+
+def subsample_offset(factor: int, subsample_at: str) -> int:
+    """The frame of each window of ``factor`` that stands for it (convert-ali's rule)."""
+    if factor < 1:
+        raise ValueError(f"--frame-subsampling-factor must be >= 1, got {factor}")
+    if subsample_at not in SUBSAMPLE_AT:
+        raise ValueError(f"--subsample-at must be one of {SUBSAMPLE_AT}, got '{subsample_at}'")
+    return factor // 2 if subsample_at == "centre" else 0
 
 
 def read_csl(path: str | None) -> set[int]:
@@ -142,19 +154,29 @@ def read_csl(path: str | None) -> set[int]:
 @click.option("--cmvn-opts", default="", help="Kaldi's cmvn_opts.")
 @click.option("--delta-order", type=int, default=2, show_default=True)
 @transform_options
+@click.option("--frame-subsampling-factor", "factor", type=int, default=1, show_default=True,
+              help="Keep one frame in F, after every other stage (Kaldi chain's "
+              "subsample-feats): the alignments are at 1/F of the features' rate.")
+@click.option("--subsample-at", type=click.Choice(SUBSAMPLE_AT), default="centre",
+              show_default=True, help="Which frame of each window of F is kept: the centre "
+              "(this toolkit's stacking) or the start (Kaldi's subsample-feats); as convert-ali.")
 @click.option("--max-skipped", type=float, default=0.1, show_default=True)
 @click.argument("model", type=click.Path(dir_okay=False, exists=True))
 @click.argument("data", type=click.Path(file_okay=False, exists=True))
 @click.argument("ali", type=click.Path(dir_okay=False, exists=True))
 @click.argument("stats_out", type=click.Path(dir_okay=False))
 def acc_tree_stats_cli(ci_phones, cmvn_opts, delta_order, splice_opts, transform,
-                       speaker_transforms, utt2spk, max_skipped, model, data, ali, stats_out):
+                       speaker_transforms, utt2spk, factor, subsample_at, max_skipped, model,
+                       data, ali, stats_out):
     """Accumulate single-Gaussian stats per (pdf class, left, centre, right phone) from the
-    alignments ALI of data dir DATA made with MODEL, into STATS_OUT (JOB.treeacc). With
-    --splice-opts/--transform the features need not have MODEL's dimension (LDA features)."""
+    alignments ALI of data dir DATA made with MODEL, into STATS_OUT (JOB.treeacc). The features
+    need not have MODEL's dimension (LDA features, a network tree's); MODEL's transition model
+    is all that is read of it."""
     try:
         options = options_from(cmvn_opts, delta_order, splice_opts, transform,
                                speaker_transforms, utt2spk)
+        options = dataclasses.replace(
+            options, subsample=(factor, subsample_offset(factor, subsample_at)))
         stats = accumulate_tree_stats(model, data, ali, options, read_csl(ci_phones),
                                       max_skipped)
     except (ValueError, RuntimeError, FileNotFoundError) as err:

@@ -35,6 +35,12 @@ DEFAULTS: dict[str, Any] = {
         "output_delay": 2,                # LSTM: output t predicts the label of frame t - delay
         "chunks_per_minibatch": 32,
         "shuffle_buffer_chunks": 2000,
+        "loader": "stream",               # stream (read per epoch, buffer shuffle) | resident
+                                          # (the shard in one tensor, index gathers; global
+                                          # shuffle) (emasr.nnet.data.LOADERS)
+        "resident_dtype": "float32",      # resident: storage of the features, float32 | float16
+        "resident_memory": "auto",        # resident: auto (the GPU if the shard fits in half its
+                                          # free memory, else host) | device | host
     },
     "train": {
         "epochs": 10,
@@ -51,6 +57,11 @@ DEFAULTS: dict[str, Any] = {
         "min_lr": 1.0e-5,
         "checkpoint_every_blocks": 0,     # 0: checkpoints only at epoch ends
         "init_seed": 1,
+        # how a step computes (emasr.nnet.precision)
+        "precision": "fp32",              # fp32 | bf16 (autocast, fp32 master weights)
+        "tf32": False,                    # CUDA: TF32 tensor-core matmuls for fp32
+        "optimizer_impl": "default",      # default (torch's choice) | foreach | fused
+        "compile": False,                 # torch.compile the forward and loss of a step
     },
     "sync": {
         "strategy": "bmuf",               # single | ma | bmuf
@@ -79,7 +90,7 @@ DEFAULTS: dict[str, Any] = {
 
 # Keys a resumed run may change without invalidating the checkpoint.
 RESUMABLE_CHANGES = {"train.epochs", "train.checkpoint_every_blocks", "dist.timeout_s",
-                     "dist.device", "dist.backend"}
+                     "dist.device", "dist.backend", "data.resident_memory"}
 
 
 class ConfigError(ValueError):
@@ -187,11 +198,25 @@ def check_types(config: dict) -> None:
             raise ConfigError(f"'{key}' must be {kind} (default {default!r}), got {value!r}")
 
 
+def check_choice(config: dict, key: str, choices) -> None:
+    section, name = key.split(".")
+    if config[section][name] not in choices:
+        raise ConfigError(f"{key} '{config[section][name]}': expected one of {', '.join(choices)}")
+
+
 def validate(config: dict) -> None:
+    from emasr.nnet.data import LOADERS
+    from emasr.nnet.precision import OPTIMIZER_IMPLS, PRECISIONS
+    from emasr.nnet.resident import RESIDENT_DTYPES, RESIDENT_MEMORY
     from emasr.nnet.schedule import SCHEDULES
     from emasr.nnet.sync import STRATEGIES
 
     check_types(config)
+    for key, choices in (("data.loader", LOADERS), ("data.resident_dtype", RESIDENT_DTYPES),
+                         ("data.resident_memory", RESIDENT_MEMORY),
+                         ("train.precision", PRECISIONS),
+                         ("train.optimizer_impl", OPTIMIZER_IMPLS)):
+        check_choice(config, key, choices)
 
     sync, train, average = config["sync"], config["train"], config["average"]
     if sync["strategy"] not in STRATEGIES:
@@ -243,9 +268,18 @@ def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def with_defaults(config: dict) -> dict[str, Any]:
+    """A saved config, flattened, with the keys added since it was written at their defaults
+    (which compute what the code computed before them)."""
+    model_type = config.get("model", {}).get("type", DEFAULTS["model"]["type"])
+    defaults = flatten({**DEFAULTS, "model": MODEL_DEFAULTS.get(model_type, {})})
+    return {**defaults, **flatten(config)}
+
+
 def differences(saved: dict, current: dict, ignore: Iterable[str] = RESUMABLE_CHANGES) -> list[str]:
-    """Human-readable 'key: saved -> current' lines for keys that differ (ignoring `ignore`)."""
-    a, b = flatten(saved), flatten(current)
+    """Human-readable 'key: saved -> current' lines for keys that differ (ignoring `ignore`); a
+    key the saved config predates counts as its default."""
+    a, b = with_defaults(saved), flatten(current)
     return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b))
             if k not in ignore and a.get(k) != b.get(k)]
 

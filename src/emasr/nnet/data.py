@@ -1,12 +1,17 @@
 """Training and dev data for the networks: shards, shuffling, frames and chunks.
 
 Features come through the one feature pipeline (emasr.feats.pipeline), targets through the targets
-dir (emasr.ali.targets, pdf ids at the network frame rate). Utterances stream from the ark files in
-a per-epoch order; only a bounded shuffle buffer is held in memory, never the corpus.
+dir (emasr.ali.targets, pdf ids at the network frame rate). With the stream loader (TrainingData)
+utterances stream from the ark files in a per-epoch order; only a bounded shuffle buffer is held in
+memory, never the corpus.
 
 Each worker owns a disjoint shard of the training utterances fixed by the seed and the number of
 workers; its minibatch order depends on (seed, epoch, rank) only, so an epoch can be replayed
 exactly (resume skips the minibatches already trained).
+
+Two data paths serve the trainer (`data.loader`, LOADERS): `stream` (TrainingData, here) and
+`resident` (emasr.nnet.resident.ResidentData: the shard loaded once into one tensor, minibatches
+gathered by index on the training device).
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import os
 import queue
 import threading
 from dataclasses import dataclass
+from itertools import islice
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -216,7 +222,10 @@ class TrainingData:
             else:
                 yield feats, labels
 
-    def minibatches(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def minibatches(self, epoch: int,
+                    skip: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """The epoch's minibatches from the `skip`-th on (those before it are read and shuffled,
+        to reach the same buffer state, but not turned into tensors)."""
         seed = int(self.config["seed"])
         order_rng = np.random.default_rng([seed, epoch, self.rank, 0])
         order = [self.utts[i] for i in order_rng.permutation(len(self.utts))]
@@ -226,10 +235,28 @@ class TrainingData:
         else:
             batch, buffer = self.config["minibatch_frames"], self.config["shuffle_buffer_frames"]
         batches = shuffled_batches(self._examples(order), int(batch), int(buffer), shuffle_rng)
+        batches = islice(batches, skip, None)
         tensors = ((torch.from_numpy(x), torch.from_numpy(y)) for x, y in batches)
         if self.pin_memory:   # in the prefetch thread, like the reading and shuffling
             tensors = ((x.pin_memory(), y.pin_memory()) for x, y in tensors)
         yield from prefetch(tensors)
+
+
+# The training data paths by name (data.loader; the one registry: the config check reads it).
+LOADERS = ("stream", "resident")
+
+
+def training_data(loader: str, source: Source, utts: list[str], data_config: dict, sequence: bool,
+                  rank: int, device: torch.device):
+    """Worker `rank`'s minibatches through the data path `loader`."""
+    if loader == "stream":
+        return TrainingData(source, utts, data_config, sequence, rank,
+                            pin_memory=device.type == "cuda")
+    if loader == "resident":
+        from emasr.nnet.resident import ResidentData
+
+        return ResidentData(source, utts, data_config, sequence, rank, device)
+    raise ValueError(f"unknown data.loader '{loader}'; expected one of {', '.join(LOADERS)}")
 
 
 def eval_batches(source: Source, utts: list[str], data_config: dict,

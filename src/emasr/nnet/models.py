@@ -40,7 +40,9 @@ class DNN(nn.Module):
         self.input_dim, self.num_pdfs = input_dim, num_pdfs
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.log_softmax(self.layers(x), dim=-1)
+        # .float(): under bf16 autocast the log-softmax (and so the loss) is computed in fp32;
+        # a no-op in fp32
+        return torch.log_softmax(self.layers(x).float(), dim=-1)
 
 
 class LSTMP(nn.Module):
@@ -59,7 +61,7 @@ class LSTMP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         hidden, _ = self.lstm(x)
-        return torch.log_softmax(self.output(hidden), dim=-1)
+        return torch.log_softmax(self.output(hidden).float(), dim=-1)   # fp32, as the DNN
 
 
 def build_model(model_config: dict, input_dim: int, num_pdfs: int) -> nn.Module:

@@ -29,11 +29,12 @@ import torch
 from emasr.nnet import checkpoint, config as configs
 from emasr.nnet.comm import (Communicator, destroy_process_group, init_process_group,
                               worker_device)
-from emasr.nnet.data import (DataError, Source, TrainingData, eval_batches, shard,
+from emasr.nnet.data import (DataError, Source, eval_batches, shard, training_data,
                              utterances_with_targets, validate_targets)
 from emasr.nnet.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
 from emasr.nnet.averages import build_averagers
+from emasr.nnet.precision import make_optimizer, set_tf32
 from emasr.nnet.schedule import LearningRateSchedule
 from emasr.nnet.sync import make_rule
 from emasr.nnet.workers import batch_stats, labelled_frames, make_workers, predict
@@ -119,10 +120,9 @@ class Trainer:
         self.dev_utts = utterances_with_targets(self.dev_dir, self.targets, self.targets_dir, "dev")
         torch.manual_seed(int(c["train"]["init_seed"]))   # the same initial model on every rank
         self.model = build_model(c["model"], self.input_dim, self.num_pdfs).to(self.device)
-        self.shards = [TrainingData(self.train_source,
-                                    shard(train_utts, int(c["data"]["seed"]), g, self.workers),
-                                    c["data"], self.model.sequence_model, g,
-                                    pin_memory=self.device.type == "cuda")
+        self.shards = [training_data(c["data"]["loader"], self.train_source,
+                                     shard(train_utts, int(c["data"]["seed"]), g, self.workers),
+                                     c["data"], self.model.sequence_model, g, self.device)
                        for g in self.worker_ids]
         own = [u for data in self.shards for u in data.utts]
         lengths = validate_targets(self.targets, own + self.dev_utts[self.rank::self.world],
@@ -134,8 +134,11 @@ class Trainer:
         self.epoch_frames = int(self.comm.all_reduce(frames, "training frames").item())
         seeds = [int(c["train"]["init_seed"]) * 1000 + g for g in self.worker_ids]
         torch.manual_seed(seeds[0])   # dropout per worker (several: a stream each)
+        set_tf32(self.device, bool(c["train"]["tf32"]))
         self.local = make_workers(self.model, self._optimizer, seeds, self.device,
-                                  float(c["train"]["max_grad_norm"]), c["data"])
+                                  float(c["train"]["max_grad_norm"]), c["data"],
+                                  precision=c["train"]["precision"],
+                                  compile=bool(c["train"]["compile"]))
         s = c["sync"]
         self.rule = make_rule(s["strategy"], self.workers, float(s["block_lr"]),
                               s["block_momentum"], bool(s["nesterov"]), int(s["warmup_blocks"]))
@@ -164,11 +167,14 @@ class Trainer:
 
     def _optimizer(self, params) -> torch.optim.Optimizer:
         t = self.config["train"]
-        if t["optimizer"] == "adam":
-            return torch.optim.Adam(params, lr=float(t["lr"]),
-                                    weight_decay=float(t["weight_decay"]))
-        return torch.optim.SGD(params, lr=float(t["lr"]),
-                               momentum=float(t["momentum"]), weight_decay=float(t["weight_decay"]))
+
+        def factory(params, **kernels):
+            if t["optimizer"] == "adam":
+                return torch.optim.Adam(params, lr=float(t["lr"]),
+                                        weight_decay=float(t["weight_decay"]), **kernels)
+            return torch.optim.SGD(params, lr=float(t["lr"]), momentum=float(t["momentum"]),
+                                   weight_decay=float(t["weight_decay"]), **kernels)
+        return make_optimizer(factory, params, t["optimizer_impl"])
 
     def frames_per_sync(self) -> int:
         d = self.config["data"]
@@ -208,10 +214,8 @@ class Trainer:
 
     def run_epoch(self, epoch: int, start_block: int) -> None:
         tau = int(self.config["sync"]["block_size"])
-        streams = [data.minibatches(epoch) for data in self.shards]
-        for batches in streams:
-            for _ in islice(batches, start_block * tau):   # replay up to the resume point
-                pass
+        # from the resume point on: the same epoch's data order, the minibatches before it skipped
+        streams = [data.minibatches(epoch, skip=start_block * tau) for data in self.shards]
 
         def next_block():   # tau minibatches of each of this process's workers
             blocks = [list(islice(batches, tau)) for batches in streams]
@@ -251,12 +255,10 @@ class Trainer:
         workers' mean [loss sum, correct frames, labelled frames] and the seconds taken."""
         start = time.perf_counter()
         self.local.train()
-        sums = torch.zeros(2, dtype=torch.float64, device=self.device)
-        frames = 0.0
+        sums = torch.zeros(3, dtype=torch.float64, device=self.device)
         for step in zip(*blocks):
             sums += self.local.step(list(step)).sum(0)
-            frames += sum(labelled_frames(y) for _, y in step)
-        loss_sum, correct = sums.tolist()   # the block's one wait for the device
+        loss_sum, correct, frames = sums.tolist()   # the block's one wait for the device
         k = self.per_process
         return [loss_sum / k, correct / k, frames / k], time.perf_counter() - start
 

@@ -13,6 +13,10 @@ local model, optimizer state, dropout random stream and gradient clipping. Two i
 
 A worker's dropout stream is seeded as a real worker's (train.init_seed * 1000 + its global index)
 and used by nothing else, so it draws the masks that worker would draw.
+
+Both run a step's forward and loss in the precision of `train.precision` (emasr.nnet.precision),
+optionally compiled (`train.compile`), and count the labelled frames on the device the labels are
+on, so that data already on a GPU (the resident loader) is never waited for.
 """
 from __future__ import annotations
 
@@ -26,11 +30,17 @@ from torch.func import functional_call, vmap
 
 from emasr.nnet.data import IGNORE
 from emasr.nnet.flat import model_to_vector, vector_to_model
+from emasr.nnet.precision import autocast, compiled
 
 
 def labelled_frames(y: torch.Tensor) -> float:
-    """Frames with a label; counted on the host copy so that a GPU is not waited for."""
+    """Frames with a label, as a host number (reading it waits for y's device)."""
     return float((y != IGNORE).sum())
+
+
+def label_count(y: torch.Tensor) -> torch.Tensor:
+    """Frames with a label, as a float32 scalar on y's device (no wait for a GPU)."""
+    return (y != IGNORE).sum().to(torch.float32)
 
 
 def batch_stats(log_probs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -66,22 +76,30 @@ def can_stack(model: nn.Module) -> bool:
 
 
 def make_workers(model: nn.Module, make_optimizer, seeds: list[int], device: torch.device,
-                 max_grad_norm: float, data_config: dict):
+                 max_grad_norm: float, data_config: dict, precision: str = "fp32",
+                 compile: bool = False):
     """K = len(seeds) workers starting from `model`; seeds are their dropout streams' (for K = 1
     the process's global torch RNG, seeded by the caller, is the worker's stream)."""
     if len(seeds) > 1 and can_stack(model):
-        return StackedWorkers(model, make_optimizer, seeds, device, max_grad_norm)
-    return LoopWorkers(model, make_optimizer, seeds, device, max_grad_norm, data_config)
+        return StackedWorkers(model, make_optimizer, seeds, device, max_grad_norm,
+                              precision=precision, compile=compile)
+    return LoopWorkers(model, make_optimizer, seeds, device, max_grad_norm, data_config,
+                       precision=precision, compile=compile)
 
 
 class LoopWorkers:
     """K modules and optimizers, trained one after the other."""
 
     def __init__(self, model: nn.Module, make_optimizer, seeds: list[int], device: torch.device,
-                 max_grad_norm: float, data_config: dict) -> None:
+                 max_grad_norm: float, data_config: dict, precision: str = "fp32",
+                 compile: bool = False) -> None:
         self.models = [model] + [copy.deepcopy(model) for _ in seeds[1:]]
         self.optimizers = [make_optimizer(m.parameters()) for m in self.models]
         self.device, self.max_grad_norm, self.data_config = device, max_grad_norm, data_config
+        self.precision = precision
+        # each model's forward and loss, compiled or not (the modules themselves stay plain, so
+        # their state_dicts, copies and evaluation are those of an uncompiled model)
+        self.losses = [compiled(self.loss_function(m), compile) for m in self.models]
         # one worker uses the global RNG as a lone process always did; several keep a stream each
         self.streams = None if len(seeds) == 1 else [new_stream(s, device) for s in seeds]
 
@@ -114,20 +132,27 @@ class LoopWorkers:
         for model in self.models:
             model.train()
 
+    def loss_function(self, model: nn.Module):
+        def loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return batch_stats(predict(model, x, self.data_config), y)
+        return loss
+
     def step(self, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
-        """One minibatch per worker; returns [K, 2]: each worker's loss sum and correct frames."""
+        """One minibatch per worker; returns [K, 3]: each worker's loss sum, correct frames and
+        labelled frames (on the device: nothing here waits for it)."""
         out = []
         for k, (model, optimizer, (x, y)) in enumerate(zip(self.models, self.optimizers, batches)):
-            count = labelled_frames(y)
             x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+            count = label_count(y)
             with self.stream(k):
                 optimizer.zero_grad(set_to_none=True)
-                stats = batch_stats(predict(model, x, self.data_config), y)
-                (stats[0] / max(count, 1.0)).backward()
+                with autocast(self.device, self.precision):
+                    stats = self.losses[k](x, y)
+                (stats[0] / count.clamp(min=1.0)).backward()
             if self.max_grad_norm > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), self.max_grad_norm)
             optimizer.step()
-            out.append(stats.detach())
+            out.append(torch.cat([stats.detach(), count.view(1)]))
         return torch.stack(out)
 
     def set_lr(self, lr: float) -> None:
@@ -172,7 +197,7 @@ class StackedWorkers:
     """K DNNs as stacked parameters [K, ...], trained as one batched computation."""
 
     def __init__(self, model: nn.Module, make_optimizer, seeds: list[int], device: torch.device,
-                 max_grad_norm: float) -> None:
+                 max_grad_norm: float, precision: str = "fp32", compile: bool = False) -> None:
         k = len(seeds)
         self.template = model
         self.net = copy.deepcopy(model)   # its Dropout layers take masks; its own tensors unused
@@ -191,8 +216,10 @@ class StackedWorkers:
                        for name, p in model.named_parameters()}
         self.optimizer = make_optimizer([self.params[n] for n in self.names])
         self.streams = [new_stream(s, device) for s in seeds]
-        self.device, self.max_grad_norm = device, max_grad_norm
-        self.batched = vmap(self.forward_one)
+        self.device, self.max_grad_norm, self.precision = device, max_grad_norm, precision
+        # under vmap, autocast runs the matmuls in bf16 but the bias adds and what follows in
+        # fp32 (vmap's rule for linear adds the fp32 bias after the bf16 product)
+        self.batched = compiled(vmap(self.forward_one), compile)
 
     @property
     def count(self) -> int:
@@ -225,22 +252,32 @@ class StackedWorkers:
             out.append(stacked)
         return tuple(out)
 
-    def step(self, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
-        """One minibatch per worker (a short one, at an epoch's end, padded with unlabelled
-        frames: each row of a DNN is computed on its own); returns [K, 2] as LoopWorkers.step."""
-        sizes = [len(y) for _, y in batches]
-        rows = max(sizes)
-        counts = torch.tensor([labelled_frames(y) for _, y in batches], device=self.device)
+    def stack(self, batches: list[tuple[torch.Tensor, torch.Tensor]], rows: int):
+        """[K, rows, D] inputs and [K, rows] labels on the device, short minibatches padded."""
+        if all(len(y) == rows for _, y in batches):
+            return (torch.stack([x.to(self.device, non_blocking=True) for x, _ in batches]),
+                    torch.stack([y.to(self.device, non_blocking=True) for _, y in batches]))
         x = torch.zeros(self.count, rows, batches[0][0].shape[-1], device=self.device)
         y = torch.full((self.count, rows), IGNORE, dtype=torch.long, device=self.device)
         for k, (xk, yk) in enumerate(batches):
             x[k, :len(yk)] = xk.to(self.device, non_blocking=True)
             y[k, :len(yk)] = yk.to(self.device, non_blocking=True)
+        return x, y
+
+    def step(self, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        """One minibatch per worker (a short one, at an epoch's end, padded with unlabelled
+        frames: each row of a DNN is computed on its own); returns [K, 3] as LoopWorkers.step."""
+        sizes = [len(y) for _, y in batches]
+        rows = max(sizes)
+        x, y = self.stack(batches, rows)
+        counts = (y != IGNORE).sum(1).to(torch.float32)
         self.optimizer.zero_grad(set_to_none=True)
-        log_probs = self.batched(self.params, x, self.masks(sizes, rows))
-        flat = log_probs.reshape(-1, log_probs.shape[-1])
-        losses = F.nll_loss(flat, y.reshape(-1), ignore_index=IGNORE,
-                            reduction="none").view(self.count, rows).sum(1)
+        masks = self.masks(sizes, rows)
+        with autocast(self.device, self.precision):
+            log_probs = self.batched(self.params, x, masks)
+            flat = log_probs.reshape(-1, log_probs.shape[-1]).float()
+            losses = F.nll_loss(flat, y.reshape(-1), ignore_index=IGNORE,
+                                reduction="none").view(self.count, rows).sum(1)
         correct = ((log_probs.argmax(-1) == y) & (y != IGNORE)).sum(1)
         # worker k's loss depends on its slice of the parameters only: one backward gives each
         # its own gradient
@@ -248,7 +285,7 @@ class StackedWorkers:
         if self.max_grad_norm > 0:
             self.clip_gradients()
         self.optimizer.step()
-        return torch.stack([losses.detach(), correct.to(losses.dtype)], dim=1)
+        return torch.stack([losses.detach(), correct.to(losses.dtype), counts], dim=1)
 
     @torch.no_grad()
     def clip_gradients(self) -> None:
@@ -313,5 +350,5 @@ def per_worker(value) -> bool:
     return torch.is_tensor(value) and value.dim() > 0
 
 
-__all__ = ["LoopWorkers", "StackedWorkers", "batch_stats", "can_stack", "labelled_frames",
-           "make_workers", "predict"]
+__all__ = ["LoopWorkers", "StackedWorkers", "batch_stats", "can_stack", "label_count",
+           "labelled_frames", "make_workers", "predict"]

@@ -278,6 +278,13 @@ def write_gmm_model(path: str, model: GmmModel, binary: bool = True) -> None:
 @click.option("--spk2utt", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Estimate one transform per speaker of this spk2utt (default: per "
               "utterance, as Kaldi).")
+@click.option("--post", "is_post", is_flag=True, help="ALI is a Kaldi posterior archive "
+              "(lattice-to-post's post.JOB.gz: per-frame transition-id weights) instead of "
+              "alignments.")
+@click.option("--gpost-model", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Gaussian posteriors from this model, matching MODEL Gaussian for Gaussian "
+              "(a SAT system's final.alimdl), on the same features: Kaldi's gmm-post-to-gpost "
+              "| gmm-est-fmllr-gpost.")
 @click.option("--fmllr-update-type", type=click.Choice(["full", "none"]), default="full",
               show_default=True)
 @click.option("--fmllr-min-count", type=float, default=500.0, show_default=True,
@@ -291,15 +298,17 @@ def write_gmm_model(path: str, model: GmmModel, binary: bool = True) -> None:
 @click.argument("trans_out", type=click.Path(dir_okay=False))
 @clean_errors
 def gmm_est_fmllr_cli(cmvn_opts, delta_order, splice_opts, transform, speaker_transforms,
-                      utt2spk, silence_phones, silence_weight, spk2utt, fmllr_update_type,
-                      fmllr_min_count, fmllr_num_iters, max_skipped, model, feats, ali,
-                      trans_out):
+                      utt2spk, silence_phones, silence_weight, spk2utt, is_post, gpost_model,
+                      fmllr_update_type, fmllr_min_count, fmllr_num_iters, max_skipped, model,
+                      feats, ali, trans_out):
     """Kaldi's gmm-est-fmllr: one fMLLR transform (D x (D+1)) per speaker (--spk2utt) or per
-    utterance, from the Gaussian posteriors of MODEL within the pdfs aligned in ALI on FEATS
-    (a data dir or a Kaldi table), written as the Kaldi archive TRANS_OUT (trans.JOB)."""
+    utterance, from the Gaussian posteriors of MODEL within the pdfs of ALI (alignments, or
+    with --post posteriors) on FEATS (a data dir or a Kaldi table), written as the Kaldi archive
+    TRANS_OUT (trans.JOB). Silence frames (entries) are weighted by --silence-weight."""
     from emasr.transform.fmllr import FmllrStats, estimate_fmllr
     from emasr.transform.matrix_io import write_matrix_table
     gmm_model = load_model(model)
+    gpost_gmms = check_gpost_model(gpost_model, gmm_model, model) if gpost_model else None
     features = make_features(feats, cmvn_opts, delta_order, splice_opts, transform,
                              speaker_transforms, utt2spk)
     utt_to_key = {}
@@ -309,13 +318,14 @@ def gmm_est_fmllr_cli(cmvn_opts, delta_order, splice_opts, transform, speaker_tr
             utt_to_key.update((u, speaker) for u in utts.split())
             stats[speaker] = FmllrStats.zeros(gmm_model.dim)
     counter = SkipCounter(f"gmm-est-fmllr {feats}", max_skipped)
-    for utt, x, pdfs, weights in iter_aligned(gmm_model, features, ali, silence_phones,
-                                              silence_weight, counter, gmm_model.dim):
+    frames = iter_posterior_frames if is_post else iter_aligned
+    for utt, x, pdfs, weights in frames(gmm_model, features, ali, silence_phones,
+                                        silence_weight, counter, gmm_model.dim):
         key = utt_to_key.get(utt, utt) if spk2utt else utt
         if spk2utt and utt not in utt_to_key:
             log.warning("utterance %s is not in %s: its own transform", utt, spk2utt)
         stats.setdefault(key, FmllrStats.zeros(gmm_model.dim)).accumulate(
-            x, pdfs, weights, gmm_model.pdfs)
+            x, pdfs, weights, gmm_model.pdfs, gpost_gmms)
     counter.check()
     transforms = {}
     total_impr = total_frames = 0.0
@@ -332,6 +342,48 @@ def gmm_est_fmllr_cli(cmvn_opts, delta_order, splice_opts, transform, speaker_tr
     write_matrix_table(trans_out, transforms)
     log.info("Overall fMLLR auxf impr per frame is %.6g over %g frames",
              total_impr / max(total_frames, 1e-10), total_frames)
+
+
+def iter_posterior_frames(model: GmmModel, features: TransformedFeatures, post_path: str,
+                          silence_phones: str, silence_weight: float, counter: SkipCounter,
+                          dim: int | None):
+    """As iter_aligned, but (utt, features [N, D], pdfs [N], weights [N]) with one entry per
+    (frame, transition id) of the posteriors, its frame's features repeated (Kaldi's
+    AccumulateForUtterance over a Posterior); silence entries weighted as weight-silence-post
+    weights them."""
+    from emasr.ali.posterior import read_posteriors, weight_silence
+    silence = parse_phone_list(silence_phones)
+    posteriors = dict(read_posteriors(post_path))
+    num_tids = model.transitions.num_transition_ids
+    for utt, feats, problem in features:
+        if problem is None and feats.shape[1] != dim:
+            problem = f"features have dimension {feats.shape[1]}, the model expects {dim}"
+        post = posteriors.get(utt)
+        if problem is None:
+            if post is None:
+                problem = f"no posteriors in {post_path}"
+            elif post.num_frames != len(feats):
+                problem = f"posteriors have {post.num_frames} frames, features {len(feats)}"
+            elif len(post.ids) and (post.ids.min() < 1 or post.ids.max() > num_tids):
+                problem = "transition ids outside the model"
+        if problem:
+            counter.skip(utt, problem)
+            continue
+        counter.ok()
+        post = weight_silence(post, model.transitions.id2phone, silence, silence_weight)
+        yield utt, feats[post.frames], model.frame_pdfs(post.ids), post.weights
+
+
+def check_gpost_model(path: str, model: GmmModel, model_path: str):
+    """The pdfs of the --gpost-model, which must match MODEL's pdf for pdf and Gaussian for
+    Gaussian (as a SAT system's final.alimdl matches its final.mdl)."""
+    other = load_model(path)
+    if len(other.pdfs) != len(model.pdfs) or other.dim != model.dim or any(
+            len(a.weights) != len(b.weights) for a, b in zip(other.pdfs, model.pdfs)):
+        raise ValueError(f"--gpost-model {path} does not match {model_path} Gaussian for "
+                         f"Gaussian ({len(other.pdfs)} vs {len(model.pdfs)} pdfs, dimension "
+                         f"{other.dim} vs {model.dim}, or other Gaussians per pdf)")
+    return other.pdfs
 
 
 # -- applying and composing --

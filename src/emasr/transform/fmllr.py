@@ -44,9 +44,13 @@ class FmllrStats:
         return self.K.shape[0]
 
     def accumulate(self, feats: np.ndarray, pdfs: np.ndarray, weights: np.ndarray | None,
-                   gmms: list[DiagGmm]) -> float:
+                   gmms: list[DiagGmm], gpost_gmms: list[DiagGmm] | None = None) -> float:
         """Add frames [T, D] aligned to pdfs [T] with frame weights [T] (default 1), Kaldi's
-        AccumulateForGmm per frame. Returns the weighted log-likelihood of the frames."""
+        AccumulateForGmm per frame (a frame may come more than once, with a pdf each, as from
+        lattice posteriors). With ``gpost_gmms`` (matching ``gmms`` Gaussian for Gaussian) the
+        Gaussian posteriors come from them and the means and variances from ``gmms``: Kaldi's
+        gmm-est-fmllr-gpost (AccumulateFromPosteriors). Returns the weighted log-likelihood of
+        the frames under the model that gave the posteriors."""
         x = np.asarray(feats, dtype=np.float64)
         if x.ndim != 2 or x.shape[1] != self.dim:
             raise ValueError(f"features have dimension {x.shape[-1]}, the model {self.dim}")
@@ -58,7 +62,7 @@ class FmllrStats:
         total_like = 0.0
         for pdf, frames in group_by_pdf(np.asarray(pdfs)):
             gmm = gmms[pdf]
-            post, like = gmm.posteriors(x[frames])
+            post, like = (gpost_gmms or gmms)[pdf].posteriors(x[frames])
             post *= w[frames, None]
             total_like += float(w[frames] @ like)
             a[frames] = post @ (gmm.means * gmm.inv_vars)

@@ -1,0 +1,181 @@
+"""The device-resident data path (`data.loader: resident`): a worker's shard is loaded once, and
+every minibatch is one index gather from it, on the training device.
+
+Memory layout. The shard's utterances (in the shard's order) go through the feature pipeline up to
+stacking (CMVN, stacking: one row per network frame) into one contiguous tensor `feats` [F, D] of
+`data.resident_dtype` (float32, or float16: half the memory, inputs rounded to fp16) and one
+`labels` [F] (int64); utterance u holds rows starts[u] .. ends[u] - 1. Splicing happens at gather
+time, by offset indices clamped to the utterance's rows: exactly the pipeline's splice_frames (edge
+frames repeated), in a store 2s + 1 times smaller than the spliced inputs.
+
+Placement (`data.resident_memory`): `device`, the training device; `host`, host memory (on a GPU
+the gathered minibatches are pinned and copied without waiting, in a background thread, as the
+stream loader's); `auto`, the training device when the shard takes at most DEVICE_SHARE of the
+device's free memory when it is loaded (each virtual worker's shard in turn), else the host. On a
+CPU all three are the same plain memory.
+
+Minibatches. DNN: numpy.random.default_rng([seed, epoch, rank, 2]) permutes the shard's F frame
+indices, and each minibatch is the next slice of data.minibatch_frames of them: one gather of their
+spliced input windows, one of their labels. LSTM: the chunk table (utterance u's ceil(T_u / chunk)
+chunks, each a start row) is permuted likewise, data.chunks_per_minibatch chunks a minibatch; a
+chunk's input window is rows start - left .. start + chunk + delay - 1 clamped to its utterance, its
+labels are IGNORE past the utterance's end (as emasr.nnet.data.make_chunks makes them). The last
+minibatch of an epoch may be short. No Python runs per frame or chunk, and the shuffle is global
+over the shard (the stream loader's is bounded by its buffer), so the two loaders' trajectories
+differ; each is deterministic for (seed, epoch, rank).
+
+Resume: minibatches(epoch, skip) starts at slice `skip` of the same permutation, so nothing before
+the resume point is gathered.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from emasr.nnet.data import IGNORE, Source, prefetch
+
+logger = logging.getLogger(__name__)
+
+# Storage dtypes of the resident features (data.resident_dtype; the config check reads both).
+RESIDENT_DTYPES = {"float32": torch.float32, "float16": torch.float16}
+RESIDENT_MEMORY = ("auto", "device", "host")
+DEVICE_SHARE = 0.5   # auto: the largest share of a GPU's free memory a shard may take
+
+
+def unspliced(source: Source) -> Source:
+    """The same source with the pipeline stopped before splicing (network frames, stacked)."""
+    from emasr.feats.pipeline import FeaturePipeline
+
+    pipeline = source.pipeline
+    context = 2 * int(pipeline.config.splice) + 1
+    plain = FeaturePipeline(dataclasses.replace(pipeline.config, splice=0), pipeline.global_stats)
+    return dataclasses.replace(source, pipeline=plain, input_dim=source.input_dim // context)
+
+
+def concatenate(pieces: list[torch.Tensor], shape: tuple, dtype: torch.dtype,
+                device: torch.device) -> torch.Tensor:
+    """One tensor of `shape` on `device` from row blocks (copied in place: no second host copy)."""
+    out = torch.empty(shape, dtype=dtype, device=device)
+    row = 0
+    for piece in pieces:
+        out[row:row + len(piece)].copy_(piece)
+        row += len(piece)
+    return out
+
+
+def gather(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """table[index] for an index of any shape, as one index_select (several times faster than
+    advanced indexing on a CPU)."""
+    return table.index_select(0, index.reshape(-1)).view(*index.shape, *table.shape[1:])
+
+
+class ResidentData:
+    """One worker's shard in one tensor; its minibatches for an epoch are index gathers."""
+
+    def __init__(self, source: Source, utts: list[str], data_config: dict, sequence: bool,
+                 rank: int, device: torch.device | str = "cpu") -> None:
+        self.source, self.utts, self.config = source, utts, data_config
+        self.sequence, self.rank, self.device = sequence, rank, torch.device(device)
+        self.dtype = RESIDENT_DTYPES[data_config["resident_dtype"]]
+        self.splice = int(source.pipeline.config.splice)
+        self.feats: torch.Tensor | None = None   # loaded on first use (load())
+
+    # -- loading ----------------------------------------------------------------------------
+    def placement(self, nbytes: int) -> torch.device:
+        memory = self.config["resident_memory"]
+        if self.device.type != "cuda" or memory == "device":
+            return self.device
+        if memory == "host":
+            return torch.device("cpu")
+        free, _ = torch.cuda.mem_get_info(self.device)
+        return self.device if nbytes <= DEVICE_SHARE * free else torch.device("cpu")
+
+    def load(self) -> None:
+        """Read the shard once (the feature pipeline, checks and all, as the stream loader)."""
+        if self.feats is not None:
+            return
+        plain = unspliced(self.source)
+        feats, labels = [], []
+        for _, x, y in plain.utterances(self.utts):
+            feats.append(torch.from_numpy(x).to(self.dtype))
+            labels.append(torch.from_numpy(y))
+        lengths = np.array([len(y) for y in labels], dtype=np.int64)
+        frames, dim = int(lengths.sum()), plain.input_dim
+        self.store = self.placement(frames * (dim * self.dtype.itemsize + 8))
+        self.feats = concatenate(feats, (frames, dim), self.dtype, self.store)
+        self.labels = concatenate(labels, (frames,), torch.int64, self.store)
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
+        self.starts = torch.from_numpy(starts).to(self.store)
+        self.ends = torch.from_numpy(ends).to(self.store)
+        self.context = torch.arange(-self.splice, self.splice + 1, device=self.store)
+        if self.sequence:
+            chunk = int(self.config["chunk_frames"])
+            counts = -(-lengths // chunk)
+            utt = np.repeat(np.arange(len(lengths)), counts)
+            first = np.repeat(np.cumsum(counts) - counts, counts)   # each utterance's first chunk
+            self.chunk_utt = torch.from_numpy(utt).to(self.store)
+            self.chunk_start = torch.from_numpy(starts[utt] + (np.arange(len(utt)) - first) * chunk
+                                                ).to(self.store)
+            self.window = torch.arange(-int(self.config["left_context"]),
+                                       chunk + int(self.config["output_delay"]), device=self.store)
+            self.positions = torch.arange(chunk, device=self.store)
+        logger.info("worker %d: %d frames (%d utterances) resident on %s as %s, %.1f MB",
+                    self.rank, frames, len(lengths), self.store, self.dtype,
+                    (self.feats.numel() * self.dtype.itemsize + 8 * frames) / 1e6)
+
+    @property
+    def examples(self) -> int:
+        """Frames (DNN) or chunks (LSTM) of the shard, each one example per epoch."""
+        self.load()
+        return len(self.chunk_start) if self.sequence else len(self.labels)
+
+    # -- gathers ----------------------------------------------------------------------------
+    def inputs(self, rows: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
+        """Spliced network inputs [..., (2s + 1) x D] (float32) of `rows`, whose utterances span
+        rows lo .. hi (same shape as rows)."""
+        if not self.splice:
+            return gather(self.feats, rows).float()
+        window = rows.unsqueeze(-1) + self.context
+        window = torch.minimum(torch.maximum(window, lo.unsqueeze(-1)), hi.unsqueeze(-1))
+        return gather(self.feats, window).flatten(-2).float()
+
+    def frames(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """DNN examples: inputs [B, D'] and labels [B] of frame rows [B]."""
+        if not self.splice:
+            return self.inputs(rows, rows, rows), gather(self.labels, rows)
+        utt = torch.searchsorted(self.ends, rows, right=True)
+        lo, hi = gather(self.starts, utt), gather(self.ends, utt) - 1
+        return self.inputs(rows, lo, hi), gather(self.labels, rows)
+
+    def chunks(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """LSTM examples: inputs [B, left + chunk + delay, D'] and labels [B, chunk] of chunks."""
+        start, utt = gather(self.chunk_start, ids).unsqueeze(1), gather(self.chunk_utt, ids)
+        lo, hi = gather(self.starts, utt).unsqueeze(1), (gather(self.ends, utt) - 1).unsqueeze(1)
+        window = torch.minimum(torch.maximum(start + self.window, lo), hi)
+        x = self.inputs(window, lo.expand_as(window), hi.expand_as(window))
+        positions = start + self.positions
+        y = torch.where(positions <= hi, gather(self.labels, torch.minimum(positions, hi)), IGNORE)
+        return x, y
+
+    # -- an epoch ---------------------------------------------------------------------------
+    def order(self, epoch: int) -> torch.Tensor:
+        """The epoch's permutation of the examples, on the store's device."""
+        rng = np.random.default_rng([int(self.config["seed"]), epoch, self.rank, 2])
+        return torch.from_numpy(rng.permutation(self.examples)).to(self.store)
+
+    def minibatches(self, epoch: int, skip: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """The epoch's minibatches from the `skip`-th on."""
+        self.load()
+        batch = int(self.config["chunks_per_minibatch" if self.sequence else "minibatch_frames"])
+        order, examples_of = self.order(epoch), self.chunks if self.sequence else self.frames
+        batches = (examples_of(order[i:i + batch])
+                   for i in range(skip * batch, len(order), batch))
+        if self.store == self.device:   # gathered where they are trained: nothing to copy
+            yield from batches
+        else:   # a host store for a GPU: gather and pin in a thread, copied without waiting
+            yield from prefetch((x.pin_memory(), y.pin_memory()) for x, y in batches)

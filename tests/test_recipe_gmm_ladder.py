@@ -1,0 +1,61 @@
+"""The recipe's GMM ladder and the networks' own tree on the tiny profile, stages 0-7: Kaldi's
+3-state topology for the GMMs, mono -> tri1 (deltas) -> tri2 (LDA+MLLT) -> tri3 (SAT), dev decoded
+by each (tri3 in two passes), and the network targets from tri3's alignments converted to a
+network tree at 30 ms with its own HCLG."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import run_script
+from emasr.ali.targets import load_targets
+from emasr.gmm.model_io import read_model, read_tree
+from emasr.lang.topo import make_topo
+from emasr.transform.matrix_io import read_matrix, read_matrix_table
+from recipe_helpers import recipe_copy
+
+LADDER = ("mono", "tri1", "tri2", "tri3")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_tiny_gmm_ladder_and_network_tree(tmp_path):
+    recipe = recipe_copy(tmp_path, "aishell_sim")
+    args = [str(recipe / "run.sh"), "--profile", "tiny", "--stop-stage", "7",
+            "--gmm-systems", " ".join(LADDER), "--gmm-topology", "kaldi",
+            "--nnet-tree-leaves", "100", "--gmm-decode-sets", "dev"]
+    result = run_script(args)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
+    exp = recipe / "exp"
+    # the GMMs' lang has Kaldi's 3-state topology; the networks' lang the one-frame one
+    phones = recipe / "data/lang/phones"
+    ids = [[int(p) for p in (phones / f"{kind}.csl").read_text().split(":")]
+           for kind in ("nonsilence", "silence")]
+    assert (recipe / "data/lang/topo").read_text() == make_topo(*ids, topology="kaldi")
+    assert (recipe / "data/lang_test_nnet/topo").read_text() == make_topo(*ids, topology="skip")
+    cer = {}
+    for system in LADDER:
+        line = (exp / system / "decode_dev" / "scoring_kaldi" / "best_cer").read_text()
+        cer[system] = float(re.search(r"%WER ([\d.]+) \[", line).group(1))
+    # every triphone system improves on the monophones (dev CER, best on dev)
+    assert all(cer[system] < cer["mono"] for system in LADDER[1:]), cer
+    # tri2 reads its features through final.mat, tri3 adds per-utterance fMLLR transforms
+    lda = read_matrix(exp / "tri2/final.mat")
+    assert lda.shape[0] == 40 and read_model(exp / "tri2/final.mdl").am_gmm.dim == 40
+    transforms = read_matrix_table(f"ark:{exp / 'tri3/trans.1'}")
+    assert transforms and all(m.shape == (40, 41) for m in transforms.values())
+    assert (exp / "tri3/final.alimdl").is_file() and (exp / "tri3/decode_dev.si").is_dir()
+    assert (exp / "tri3_ali_train_dev/trans.1").is_file()
+    # the targets are the network tree's, at a third of the frame rate, and its HCLG is built
+    tree = read_tree(exp / "nnet_tree/tree")
+    targets = load_targets(exp / "nnet/targets")
+    assert targets.num_pdfs == tree.num_pdfs == read_model(exp / "nnet_tree/final.mdl").am_gmm.num_pdfs
+    assert tree.num_pdfs <= 100
+    assert (exp / "nnet/targets/frame_subsampling_factor").read_text().strip() == "3"
+    assert (exp / "nnet_tree/graph/HCLG.fst").stat().st_size > 0
+    # a run with another ladder stops at the stage whose settings changed, naming the key
+    other = run_script([str(recipe / "run.sh"), "--profile", "tiny", "--stop-stage", "7",
+                        "--gmm-systems", "mono tri1", "--gmm-topology", "kaldi",
+                        "--nnet-tree-leaves", "100", "--gmm-decode-sets", "dev"])
+    assert other.returncode != 0 and "gmm_systems" in other.stdout + other.stderr
