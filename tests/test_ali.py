@@ -91,14 +91,17 @@ def test_alignment_dir_needs_consistent_files(tmp_path):
 
 
 def test_ali_info_on_the_kaldi_yesno_dir():
-    result = CliRunner().invoke(ali_info_cli, ["--phones", str(PHONES), str(MONO)])
+    result = CliRunner().invoke(ali_info_cli,
+                                ["--phones", str(PHONES), "--silence", "SIL", str(MONO)])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert "utterances 31" in lines
     assert lines[2].startswith("frames 18996 (190.0 s at 10 ms); per utterance min 556 ")
     # Kaldi's final.occs counts the same frames: pdf 1 has 31, pdf 4 has 5418.
     assert lines[3].startswith("pdf counts: min 31 (pdf 1), max 5418 (pdf 4)")
-    rows = {line.split()[0]: line.split()[1:] for line in lines[5:]}
+    # Kaldi's 3-state topology: no phone passes in one frame
+    assert lines[4] == "one-frame instances of non-silence phones 0 of 248 (0.00%)"
+    rows = {line.split()[0]: line.split()[1:] for line in lines[6:]}
     assert rows["Y"][0] == "113" and rows["N"][0] == "135"  # YES and NO words in the transcripts
     assert set(rows) == {"SIL", "Y", "N"}
 

@@ -27,6 +27,7 @@ class AlignmentStats:
     pdf_counts: np.ndarray | None = None
     phone_frames: dict[int, int] = field(default_factory=dict)     # phone -> total frames
     phone_instances: dict[int, int] = field(default_factory=dict)  # phone -> instances
+    phone_one_frame: dict[int, int] = field(default_factory=dict)  # phone -> one-frame instances
 
 
 def alignment_stats(ali: AlignmentDir) -> AlignmentStats:
@@ -56,6 +57,8 @@ def _add_phone_durations(ali: AlignmentDir, tids: np.ndarray, stats: AlignmentSt
     for phone, duration in zip(phones.tolist(), durations.tolist()):
         stats.phone_frames[phone] = stats.phone_frames.get(phone, 0) + duration
         stats.phone_instances[phone] = stats.phone_instances.get(phone, 0) + 1
+        if duration == 1:
+            stats.phone_one_frame[phone] = stats.phone_one_frame.get(phone, 0) + 1
 
 
 def read_phone_names(path: str | os.PathLike) -> dict[int, str]:
@@ -67,7 +70,19 @@ def read_phone_names(path: str | os.PathLike) -> dict[int, str]:
         raise TableError(f"{path}: expected 'symbol integer' lines") from None
 
 
-def report(ali: AlignmentDir, stats: AlignmentStats, phone_names: dict[int, str]) -> list[str]:
+def one_frame_line(stats: AlignmentStats, phone_names: dict[int, str],
+                   silence: set[str]) -> str:
+    """The share of non-silence phone instances that last a single frame: the sign of a topology
+    that lets a phone pass in one frame collapsing phones (docs/gmm.md)."""
+    speech = [p for p in stats.phone_instances if phone_names.get(p, str(p)) not in silence]
+    total = sum(stats.phone_instances[p] for p in speech)
+    single = sum(stats.phone_one_frame.get(p, 0) for p in speech)
+    return (f"one-frame instances of non-silence phones {single} of {total} "
+            f"({100 * single / max(total, 1):.2f}%)")
+
+
+def report(ali: AlignmentDir, stats: AlignmentStats, phone_names: dict[int, str],
+           silence: set[str]) -> list[str]:
     frame_ms = 10 * ali.frame_subsampling_factor
     kind = ("transition ids" if ali.ali_type == "transition" else "pdf ids")
     lines = [f"alignment dir {ali.path}: {len(ali.files)} file(s) of {kind}, {ali.num_pdfs} pdfs",
@@ -82,6 +97,7 @@ def report(ali: AlignmentDir, stats: AlignmentStats, phone_names: dict[int, str]
                  f"(pdf {highest}), median {int(np.median(counts))}; "
                  f"{unseen} of {len(counts)} pdfs never seen")
     if stats.phone_instances:
+        lines.append(one_frame_line(stats, phone_names, silence))
         lines.append("phone  instances  mean-frames  mean-ms")
         for phone in sorted(stats.phone_instances):
             mean = stats.phone_frames[phone] / stats.phone_instances[phone]
@@ -97,10 +113,13 @@ def report(ali: AlignmentDir, stats: AlignmentStats, phone_names: dict[int, str]
 @click.option("--num-pdfs", type=int, default=None, help="Number of pdfs for --ali-type pdf.")
 @click.option("--phones", type=click.Path(dir_okay=False, exists=True), default=None,
               help="phones.txt for phone names (default: ALI_DIR/phones.txt if present).")
+@click.option("--silence", default="sil", show_default=True,
+              help="Comma-separated silence phones, left out of the one-frame share.")
 @click.argument("ali_dir", type=click.Path(file_okay=False))
-def ali_info_cli(ali_type, num_pdfs, phones, ali_dir):
+def ali_info_cli(ali_type, num_pdfs, phones, silence, ali_dir):
     """Print the number of utterances and frames of ALI_DIR's alignments, the extremes of the pdf
-    counts, and the mean duration of each phone (through ALI_DIR/final.mdl)."""
+    counts, the share of non-silence phone instances one frame long, and the mean duration of
+    each phone (through ALI_DIR/final.mdl)."""
     try:
         ali = open_alignment_dir(ali_dir, ali_type, num_pdfs)
         stats = alignment_stats(ali)
@@ -110,5 +129,5 @@ def ali_info_cli(ali_type, num_pdfs, phones, ali_dir):
             names = read_phone_names(phones or default_phones)
     except (AlignmentError, TableError) as err:
         raise click.ClickException(str(err)) from None
-    for line in report(ali, stats, names):
+    for line in report(ali, stats, names, set(silence.split(","))):
         click.echo(line)
