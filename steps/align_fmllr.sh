@@ -19,6 +19,7 @@ retry_beam=40
 careful=false
 boost_silence=1.0  # factor on the silence Gaussians' weights when aligning
 fmllr_update_type=full
+fmllr_min_count=500  # fewer frames of a speaker: no transform (Kaldi's gmm-est-fmllr)
 max_failed=0.1     # a job fails when more than this fraction of its utterances cannot be used
 # End configuration section.
 
@@ -36,6 +37,7 @@ Options:
   --boost-silence <factor>   # boost silence weights (default $boost_silence)
   --scale-opts <opts>        # alignment scales (default: '$scale_opts')
   --fmllr-update-type <full|none>  # (default $fmllr_update_type)
+  --fmllr-min-count <frames>       # below: the identity transform (default $fmllr_min_count)
   --max-failed <fraction>    # allowed share of unaligned utterances per job (default $max_failed)"
 
 echo "$0 $*"
@@ -105,8 +107,10 @@ if [ "$stage" -le 2 ]; then
   $cmd JOB=1:"$nj" "$dir/log/fmllr.JOB.log" \
     emasr gmm-est-fmllr "${si_opts[@]}" ${gpost[@]+"${gpost[@]}"} \
       --silence-phones "$silphonelist" --silence-weight 0.0 \
-      --fmllr-update-type "$fmllr_update_type" --max-skipped "$max_failed" \
+      --fmllr-update-type "$fmllr_update_type" --fmllr-min-count "$fmllr_min_count" \
+      --max-skipped "$max_failed" \
       --spk2utt "$sdata/JOB/spk2utt" "$mdl" "$sdata/JOB" "$dir/pre_ali.JOB.gz" "$dir/trans.JOB"
+  warn_identity_transforms "$dir/log/fmllr" "$fmllr_min_count"
 fi
 check_trans_jobs "$dir" "$nj"
 

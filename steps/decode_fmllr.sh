@@ -29,6 +29,7 @@ max_active=7000
 acwt=0.083333         # acoustic scale of the decodes and of the fMLLR posteriors
 silence_weight=0.01   # weight of silence in the fMLLR estimation (Kaldi's decode_fmllr.sh)
 fmllr_update_type=full
+fmllr_min_count=500  # fewer frames of a speaker: no transform (Kaldi's gmm-est-fmllr)
 alignment_model=      # default: <srcdir>/final.alimdl, else final.mdl
 adapt_model=          # default: <srcdir>/final.mdl
 final_model=          # default: <srcdir>/final.mdl
@@ -52,6 +53,7 @@ Options:
   --acwt <scale>              acoustic scale (default $acwt)
   --silence-weight <w>        silence weight in fMLLR estimation (default $silence_weight)
   --fmllr-update-type <full|none>
+  --fmllr-min-count <frames>       # below: the identity transform (default $fmllr_min_count)
   --alignment-model <mdl> --adapt-model <mdl> --final-model <mdl>
   --si-dir <dir>              use this SI decode (same data, num_jobs and tree) for pass 1
   --second-pass <true|false>  second fMLLR estimate and rescoring (default $second_pass)
@@ -108,7 +110,8 @@ echo "$nj" > "$dir/num_jobs"
 split_data.sh "$data" "$nj"
 sdata=$data/split$nj
 fmllr_opts=(--silence-phones "$silphonelist" --silence-weight "$silence_weight"
-            --fmllr-update-type "$fmllr_update_type" --max-skipped "$max_skipped"
+            --fmllr-update-type "$fmllr_update_type" --fmllr-min-count "$fmllr_min_count"
+            --max-skipped "$max_skipped"
             --spk2utt "$sdata/JOB/spk2utt")
 decode_opts=(--nj "$nj" --cmd "$cmd" --acwt "$acwt" --scoring-opts "$scoring_opts"
              --max-failed-fraction "$max_failed_fraction")
@@ -134,6 +137,7 @@ if [ "$stage" -le 1 ]; then
       "$adapt_model" "$sdata/JOB" "$dir/post1.JOB.gz" "$dir/pre_trans.JOB"
   rm -f "$dir"/post1.*.gz
   echo "$0: first-pass fMLLR auxf improvement per frame: $(fmllr_gain "$dir/log/fmllr_pass1")"
+  warn_identity_transforms "$dir/log/fmllr_pass1" "$fmllr_min_count"
 fi
 
 if [ "$stage" -le 2 ]; then

@@ -25,6 +25,7 @@ max_iter_inc=25    # the number of Gaussians grows until this iteration
 realign_iters="10 20 30"
 fmllr_iters="2 4 6 12"
 fmllr_update_type=full
+fmllr_min_count=500  # fewer frames of a speaker: no transform (Kaldi's gmm-est-fmllr)
 silence_weight=0.0 # weight of silence frames in the fMLLR estimation
 alimdl_update_flags=mvwt  # what final.alimdl re-estimates (Kaldi: gmm-est's default, all)
 beam=10
@@ -57,6 +58,7 @@ Options:
   --realign-iters <'i j ..'> # iterations with realignment (default '$realign_iters')
   --silence-weight <w>       # weight of silence in fMLLR estimation (default $silence_weight)
   --fmllr-update-type <full|none>  # (default $fmllr_update_type)
+  --fmllr-min-count <frames>       # below: the identity transform (default $fmllr_min_count)
   --alimdl-update-flags <mvwt>     # what final.alimdl re-estimates (default $alimdl_update_flags)
   --boost-silence <factor>   # boost silence weights when aligning (default $boost_silence)
   --scale-opts <opts>        # alignment scales (default: '$scale_opts')
@@ -133,7 +135,8 @@ align_opts+=(--beam "$beam" --retry-beam "$retry_beam" --boost-silence "$boost_s
             --max-failed "$max_failed")
 [ "$careful" = true ] && align_opts+=(--careful)
 fmllr_opts=(--silence-phones "$silphonelist" --silence-weight "$silence_weight"
-            --fmllr-update-type "$fmllr_update_type" --max-skipped "$max_failed")
+            --fmllr-update-type "$fmllr_update_type" --fmllr-min-count "$fmllr_min_count"
+            --max-skipped "$max_failed")
 . "$(dirname "$0")/lib/build_tree.sh"   # tree_stats, questions_and_tree, init_tree_model, ...
 . "$(dirname "$0")/lib/gmm_passes.sh"   # init_numgauss, gmm_training_passes, link_final
 
@@ -147,6 +150,7 @@ if [ "$stage" -le -4 ]; then
       emasr gmm-est-fmllr "${si_opts[@]}" "${fmllr_opts[@]}" --spk2utt "$sdata/JOB/spk2utt" \
         "$alidir/final.mdl" "$sdata/JOB" "$alidir/ali.JOB.gz" "$dir/trans.JOB"
     echo "$0: initial fMLLR auxf improvement per frame: $(fmllr_gain "$dir/log/fmllr.0")"
+    warn_identity_transforms "$dir/log/fmllr.0" "$fmllr_min_count"
   fi
 fi
 check_trans_jobs "$dir" "$nj"
@@ -181,6 +185,7 @@ fmllr_pass() {
       "ark:$dir/trans.JOB"
   rm -f "$dir"/tmp_trans.*
   pass_note="fMLLR auxf improvement $(fmllr_gain "$dir/log/fmllr.$x") per frame"
+  warn_identity_transforms "$dir/log/fmllr.$x" "$fmllr_min_count"
 }
 
 init_numgauss

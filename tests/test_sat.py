@@ -195,6 +195,26 @@ def test_an_fmllr_pass_raises_the_likelihood_by_at_least_its_auxf_improvement(
                            result.stdout).group(1))
     assert gain > 0.5, result.stdout
     assert likes[2] - likes[1] >= gain - 2e-3, (likes, gain)
+    assert "--fmllr-min-count" not in result.stderr
+
+
+def test_speakers_below_the_min_count_keep_the_identity_and_are_warned_of(yesno_two_speakers,
+                                                                          tmp_path):
+    """Kaldi's --fmllr-min-count: a speaker with fewer frames gets no transform (as every
+    one-utterance pseudo-speaker of the simulated corpus at 500), and the step says so."""
+    result = run_ok([STEPS / "train_sat.sh", "--silence-weight", 1.0, "--num-iters", 3,
+                     "--fmllr-iters", 2, "--realign-iters", "", "--max-iter-inc", 2,
+                     "--fmllr-min-count", 100000, "--tree-thresh", 100, "--tree-min-count", 20,
+                     20, 200, yesno_two_speakers, LANG, MONO, "exp/tri3"], tmp_path)
+    assert "initial fMLLR auxf improvement per frame: 0.0000" in result.stdout
+    assert "pass 2 done: " in result.stdout and "improvement 0.0000 per frame" in result.stdout
+    assert ("warning: 2 of 2 speakers have at most --fmllr-min-count 100000 frames"
+            in result.stderr), result.stderr
+    transforms = sorted((tmp_path / "exp" / "tri3").glob("trans.*"))
+    assert transforms
+    for trans in transforms:
+        for matrix in read_matrix_table(f"ark:{trans}").values():
+            np.testing.assert_array_equal(matrix, np.eye(39, 40))
 
 
 def test_train_sat_refuses_an_ali_dir_whose_transforms_miss_a_job(yesno_two_speakers,

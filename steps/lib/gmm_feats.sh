@@ -84,3 +84,16 @@ fmllr_gain() {
   { grep -h "Overall fMLLR auxf impr per frame" "$1".*.log || true; } |
     awk '{ i += $(NF-3) * $(NF-1); n += $(NF-1) } END { if (n > 0) printf "%.4f", i / n }'
 }
+
+# warn_identity_transforms LOG_PREFIX MIN_COUNT: a warning on stderr when speakers of the jobs'
+# logs had too few frames for a transform (Kaldi's --fmllr-min-count): theirs stay the identity,
+# and where that is every speaker (one utterance each, as the simulated corpus's pseudo-speakers)
+# the "adapted" system is a speaker-independent one.
+warn_identity_transforms() {
+  local below speakers
+  below=$(cat "$1".*.log | grep -c "not updating fMLLR since below min-count" || true)
+  speakers=$(cat "$1".*.log | grep -c "For speaker .*, auxf-impr from fMLLR" || true)
+  [ "${below:-0}" -eq 0 ] ||
+    echo "$0: warning: $below of $speakers speakers have at most --fmllr-min-count $2 frames" \
+      "(silence weighted): their transforms stay the identity (docs/gmm.md)" >&2
+}
