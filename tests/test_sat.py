@@ -181,15 +181,20 @@ def test_twofeats_statistics_are_of_the_unadapted_features(yesno_two_speakers, t
              tmp_path / "two.acc"], ok=False)
 
 
+def short_sat_run(data, cwd, *options):
+    """train_sat.sh from Kaldi's yesno monophones: 3 passes, fMLLR on pass 2, silence counted."""
+    return run_ok([STEPS / "train_sat.sh", "--silence-weight", 1.0, "--num-iters", 3,
+                   "--fmllr-iters", 2, "--realign-iters", "", "--max-iter-inc", 2,
+                   "--tree-thresh", 100, "--tree-min-count", 20, *options, 20, 200, data, LANG,
+                   MONO, "exp/tri3"], cwd)
+
+
 def test_an_fmllr_pass_raises_the_likelihood_by_at_least_its_auxf_improvement(
         yesno_two_speakers, tmp_path):
     """With silence counted (weight 1), the pass that re-estimates fMLLR gains, in likelihood
     of the unadapted features (adapted likelihood + log-determinant), at least the auxiliary
     function's improvement: the same model and alignments, and EM's bound."""
-    result = run_ok([STEPS / "train_sat.sh", "--silence-weight", 1.0, "--num-iters", 3,
-                     "--fmllr-iters", 2, "--realign-iters", "", "--max-iter-inc", 2,
-                     "--tree-thresh", 100, "--tree-min-count", 20, 20, 200, yesno_two_speakers,
-                     LANG, MONO, "exp/tri3"], tmp_path)
+    result = short_sat_run(yesno_two_speakers, tmp_path)
     likes = pass_likes(result.stdout)
     gain = float(re.search(r"pass 2 done: .*fMLLR auxf improvement ([-\d.]+)",
                            result.stdout).group(1))
@@ -202,10 +207,7 @@ def test_speakers_below_the_min_count_keep_the_identity_and_are_warned_of(yesno_
                                                                           tmp_path):
     """Kaldi's --fmllr-min-count: a speaker with fewer frames gets no transform (as every
     one-utterance pseudo-speaker of the simulated corpus at 500), and the step says so."""
-    result = run_ok([STEPS / "train_sat.sh", "--silence-weight", 1.0, "--num-iters", 3,
-                     "--fmllr-iters", 2, "--realign-iters", "", "--max-iter-inc", 2,
-                     "--fmllr-min-count", 100000, "--tree-thresh", 100, "--tree-min-count", 20,
-                     20, 200, yesno_two_speakers, LANG, MONO, "exp/tri3"], tmp_path)
+    result = short_sat_run(yesno_two_speakers, tmp_path, "--fmllr-min-count", 100000)
     assert "initial fMLLR auxf improvement per frame: 0.0000" in result.stdout
     assert "pass 2 done: " in result.stdout and "improvement 0.0000 per frame" in result.stdout
     assert ("warning: 2 of 2 speakers have at most --fmllr-min-count 100000 frames"
