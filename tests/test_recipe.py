@@ -4,7 +4,12 @@ the report stage. Each test runs a copy of the recipe in a temporary tree whose 
 The full tiny-profile run is tests/test_recipe_tiny.py (slow)."""
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 from conftest import REPO, run_script
 from recipe_helpers import fake_aishell, recipe_copy
@@ -25,6 +30,31 @@ def test_help_and_bad_options():
         assert "done" not in result.stdout
     result = run_script([str(run), "--strategies", "single bmuf+foo", "--stage", "10"])
     assert result.returncode != 0 and "'bmuf+foo': expected one of single, ma, bmuf" in result.stderr
+
+
+def test_ctrl_c_stops_the_recipe_even_when_the_interrupted_command_exits_0(tmp_path):
+    # a step that catches SIGINT (or gets it while exiting) and ends normally: bash alone would go
+    # on to the next command; the recipe's trap stops it there
+    script = tmp_path / "run.sh"
+    script.write_text(f"""#!/usr/bin/env bash
+set -euo pipefail
+. {REPO}/utils/lib/recipe.sh
+run {sys.executable} -c 'import signal, time; signal.signal(signal.SIGINT, lambda *a: None); \\
+open("started", "w").close(); time.sleep(1)'
+run touch next
+""")
+    script.chmod(0o755)
+    proc = subprocess.Popen([str(script)], cwd=tmp_path, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "started").exists():
+        assert time.monotonic() < deadline and proc.poll() is None, "the command never started"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130, out
+    assert "interrupted (SIGINT) in: " in out and "signal.SIGINT" in out
+    assert not (tmp_path / "next").exists()
 
 
 def test_a_stage_done_with_other_settings_stops_the_run(tmp_path):

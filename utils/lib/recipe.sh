@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What every recipe's run.sh shares, sourced after its options are parsed and it is in its own
 # directory: log lines in icefall's style, `run` (log a command, then run it), the ERR trap that
-# names the failed command, stage selection and the stage done markers.
+# names the failed command, the INT/TERM traps that stop the run, stage selection and the stage
+# done markers.
 #
 # A recipe sets `stage`, `stop_stage` and `last_stage` (its highest stage number) and may define
 # `stage_settings N`, which prints the options that shape stage N as key=value words: the done
@@ -16,6 +17,11 @@ log() {
 
 current_command=
 trap 'rc=$?; log "FAILED (exit $rc): ${current_command:-$BASH_COMMAND}; the log to read is named above"' ERR
+# Ctrl-C or a kill stops the recipe once the running command has ended. Without these traps bash
+# goes on to the next command whenever that command's process exited normally after the signal
+# (a Python step that caught it, or got it while exiting with 0), as if nothing had happened.
+trap 'log "interrupted (SIGINT) in: ${current_command:-$BASH_COMMAND}"; exit 130' INT
+trap 'log "interrupted (SIGTERM) in: ${current_command:-$BASH_COMMAND}"; exit 143' TERM
 
 run() {
   # run CMD...: log the command, then run it (set -e stops the recipe when it fails)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from emasr.io.atomic import atomic_write
 from emasr.parallel.cmdline import LaunchError, LaunchRequest, Task
 from emasr.parallel.schedconf import load_conf
-from emasr.parallel.signals import signals_handled
+from emasr.parallel.signals import exit_by_signal, signals_handled
 from emasr.parallel.task import status_path
 
 SRC_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -181,7 +181,7 @@ def run_grid(scheduler: Scheduler, request: LaunchRequest, tasks: list[Task],
                   file=sys.stderr)
             subprocess.run([scheduler.cancel_command, submitted[0]], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
-        raise SystemExit(128 + signum)
+        exit_by_signal(signum)
 
     with signals_handled(cancel):
         submitted.append(submit_job(scheduler, submit, paths.queue_log, request.sync))

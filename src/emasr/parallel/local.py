@@ -13,7 +13,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor, wait
 
 from emasr.parallel.cmdline import LaunchRequest, Task, positive_int
-from emasr.parallel.signals import signals_handled
+from emasr.parallel.signals import exit_by_signal, signals_handled
 from emasr.parallel.task import RunningJobs, run_task
 
 
@@ -66,5 +66,5 @@ def run_local(request: LaunchRequest, tasks: list[Task]) -> dict[Task, int | Non
             codes = [future.result() for future in futures]
     if received:
         print(f"run.pl: stopped by signal {received[0]}", file=sys.stderr)
-        raise SystemExit(128 + received[0])
+        exit_by_signal(received[0])
     return dict(zip(tasks, codes))
