@@ -61,6 +61,8 @@ def test_tiny_recipe_end_to_end(tiny_run):
         assert (recipe / "exp" / "done" / f"stage{stage}").is_file()
     check_gmm_chain(recipe)
     check_targets_from_own_alignments(recipe)
+    assert re.search(r"running: steps/nnet/build_tree.sh .* exp/tri1_ali exp/nnet_tree\n",
+                     result.stdout)
     text = (recipe / "RESULTS.md").read_text(encoding="utf-8")
     rows = network_rows(text)
     for system in ("mono", "tri1"):
@@ -190,10 +192,11 @@ def check_gmm_chain(recipe: Path) -> None:
 
 
 def check_targets_from_own_alignments(recipe: Path) -> None:
-    """The network targets come from the tri1 alignments, at the stacked frame rate."""
+    """The network targets come from the tri1 alignments converted to the networks' own tree,
+    at the stacked frame rate; that tree's HCLG is the one the networks decode with."""
     targets = load_targets(recipe / "exp/nnet/targets")
-    model = read_model(recipe / "exp/tri1/final.mdl")
-    assert targets.num_pdfs == model.am_gmm.num_pdfs
+    model = read_model(recipe / "exp/nnet_tree/final.mdl")
+    assert targets.num_pdfs == model.am_gmm.num_pdfs == read_tree(recipe / "exp/nnet_tree/tree").num_pdfs
     frames = {line.split()[0]: int(line.split()[1]) for line in
               (recipe / "data/train_dev_fbank/utt2num_frames").read_text().splitlines()}
     keys = list(targets.reader.keys())

@@ -28,7 +28,7 @@ def min_lengths(text: str, phones: list[int]) -> list[int]:
 
 def test_registered_names_and_default():
     assert sorted(TOPOLOGIES) == ["kaldi", "skip"]
-    assert DEFAULT_TOPOLOGY == "skip"  # until the networks have their own tree (issue 19)
+    assert DEFAULT_TOPOLOGY == "kaldi"
 
 
 def test_kaldi_topology_equals_gen_topo_for_yesno():
@@ -36,6 +36,7 @@ def test_kaldi_topology_equals_gen_topo_for_yesno():
     assert parsed(ours) == parsed(KALDI_TOPO.read_text())
     assert ours == KALDI_TOPO.read_text()  # even the text: gen_topo.pl's spacing and numbers
     assert min_lengths(ours, [1, 2, 3]) == [3, 3, 3]
+    assert make_topo([2, 3], [1]) == ours   # the default, as in Kaldi
 
 
 def test_prepare_lang_writes_the_chosen_topology(tmp_path):
@@ -69,4 +70,3 @@ def test_state_counts():
 def test_skip_topology_passes_every_phone_in_one_frame():
     text = make_topo([2, 3], [1], topology="skip")
     assert min_lengths(text, [1, 2, 3]) == [1, 1, 1]
-    assert make_topo([2, 3], [1]) == text

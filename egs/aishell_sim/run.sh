@@ -50,13 +50,15 @@ controls_decoded_at=  # worker counts whose +avg and +lastk rows are decoded (1:
                     # worker's); the others get their dev frame accuracy only (default: all)
 nnet_train_opts=    # extra options of steps/nnet/train.sh, e.g. multi-node torchrun:
                     # "--torchrun-opts '--nnodes 2 --rdzv-backend c10d --rdzv-endpoint h1:29400'"
-gmm_systems="mono tri1"  # the GMM ladder, a prefix of "mono tri1 tri2 tri3" (tri1: deltas, tri2:
+gmm_systems=        # the GMM ladder, a prefix of "mono tri1 tri2 tri3" (tri1: deltas, tri2:
                     # LDA+MLLT, tri3: SAT with per-speaker fMLLR), each trained on the one before;
-                    # the last one's alignments make the network targets
-gmm_topology=skip   # the GMMs' HMMs: skip (a phone can pass in one frame: the GMM tree and HCLG
-                    # serve the networks at 30 ms) | kaldi (3 states, 10 ms; needs --nnet-tree-leaves)
-nnet_tree_leaves=0  # 0: the networks share the last GMM's tree and HCLG; N: a network tree of N
-                    # leaves (steps/nnet/build_tree.sh at 1/3 of the rate, data/lang_test_nnet)
+                    # the last one's alignments make the network targets (default: per profile)
+gmm_topology=kaldi  # the GMMs' HMMs: kaldi (3 states, 10 ms, Kaldi's; the networks get a tree of
+                    # their own) | skip (a phone can pass in one frame: the GMM tree and HCLG can
+                    # serve the networks at 30 ms, with --nnet-tree-leaves 0)
+nnet_tree_leaves=   # N: the networks' own tree of N leaves (steps/nnet/build_tree.sh at 1/3 of the
+                    # rate, data/lang_test_nnet); 0: they share the last GMM's tree and HCLG
+                    # (skip topology only). Default: --num-leaves with kaldi, 0 with skip
 mono_subset=        # the monophones train on this many shortest utterances, 0: all (Kaldi's
                     # "2kshort" subsets; default: per profile)
 mono_totgauss=      # GMM sizes (default: per profile)
@@ -104,12 +106,13 @@ Options:
   --cmvn-per-utt true|false     CMVN per utterance instead of per speaker (default: = --simulate)
   --mono-subset N --mono-totgauss N --num-leaves N --tri-totgauss N   GMM sizes (every
                                 triphone system has --num-leaves and --tri-totgauss)
-  --gmm-systems 'mono tri1 tri2 tri3'  the GMM ladder (default '$gmm_systems'); the last one's
+  --gmm-systems 'mono tri1 tri2 tri3'  the GMM ladder (default per profile: tiny 'mono tri1',
+                                small 'mono tri1 tri2', large all four); the last one's
                                 alignments make the network targets
-  --gmm-topology skip|kaldi     the GMMs' HMM topology (default $gmm_topology; kaldi needs
-                                --nnet-tree-leaves)
-  --nnet-tree-leaves N          the networks' own tree of N leaves at 30 ms (default 0: they
-                                share the last GMM's tree)
+  --gmm-topology kaldi|skip     the GMMs' HMM topology (default $gmm_topology; skip: one frame
+                                per phone possible, as the networks' topology)
+  --nnet-tree-leaves N          the networks' own tree of N leaves at 30 ms (default: as many as
+                                --num-leaves; 0: they share the last GMM's tree, skip only)
   --gmm-decode-opts '--beam 11 --lattice-beam 5'  --nnet-decode-opts '...'
   --gmm-decode-sets 'dev test'  the sets the GMMs decode ('': only the graph the networks use)
   --gmm-scoring-opts '--min-lmwt 7 --max-lmwt 17 --word-ins-penalty 0.0,0.5,1.0'
@@ -149,7 +152,7 @@ case "$profile" in
     # every kind of row once, the single worker's controls left to the larger profiles (CI time)
     : "${strategies:=single single+ema ma ma+ema bmuf bmuf+ema bmuf+avg bmuf+lastk}"
     : "${ema_half_life_frames:=1500}" "${last_k:=4}" "${mono_totgauss:=300}" "${num_leaves:=200}"
-    : "${tri_totgauss:=1200}" "${mono_subset:=0}"
+    : "${tri_totgauss:=1200}" "${mono_subset:=0}" "${gmm_systems:=mono tri1}"
     mono_opts="--num-iters 20"
     targets_opts="--max-lost 0.05"   # 230 utterances: a dozen unaligned is already 5%
     # Network frames are 30 ms (3 stacked): a larger acoustic scale than the GMMs' 0.1 keeps the
@@ -176,6 +179,9 @@ case "$profile" in
     : "${nj:=2}" "${num_workers:=8}" "${seeds:=1}" "${epochs:=3}" "${block_size:=16}"
     : "${ema_half_life_frames:=90000}" "${last_k:=2}" "${mono_totgauss:=1000}" "${num_leaves:=1200}"
     : "${tri_totgauss:=10000}" "${mono_subset:=2000}"
+    # tri3 (SAT) is left to ladder/run.sh: with one-utterance pseudo-speakers its fMLLR transforms
+    # stay the identity (too few frames each) and it was no better than tri2 (docs/gmm.md)
+    : "${gmm_systems:=mono tri1 tri2}"
     mono_opts=
     targets_opts=
     : "${gmm_decode_opts:=--beam 11 --lattice-beam 5}"
@@ -192,7 +198,7 @@ case "$profile" in
   large)
     : "${nj:=16}" "${num_workers:=8}" "${seeds:=1}" "${epochs:=10}" "${block_size:=16}"
     : "${ema_half_life_frames:=1000000}" "${last_k:=3}" "${mono_totgauss:=2000}" "${num_leaves:=3000}"
-    : "${tri_totgauss:=40000}" "${mono_subset:=10000}"
+    : "${tri_totgauss:=40000}" "${mono_subset:=10000}" "${gmm_systems:=mono tri1 tri2 tri3}"
     mono_opts=
     targets_opts=
     : "${gmm_decode_opts:=--beam 13 --lattice-beam 8}" "${nnet_decode_opts:=--beam 13 --lattice-beam 8}"
@@ -216,9 +222,13 @@ case " $gmm_systems " in
   *) log "--gmm-systems '$gmm_systems': expected 'mono tri1', 'mono tri1 tri2' or" \
          "'mono tri1 tri2 tri3'"; exit 1 ;;
 esac
-case "$gmm_topology" in skip|kaldi) ;;
-  *) log "--gmm-topology '$gmm_topology': expected skip or kaldi"; exit 1 ;;
+case "$gmm_topology" in
+  kaldi) : "${nnet_tree_leaves:=$num_leaves}" ;;
+  skip) : "${nnet_tree_leaves:=0}" ;;
+  *) log "--gmm-topology '$gmm_topology': expected kaldi or skip"; exit 1 ;;
 esac
+[[ $nnet_tree_leaves =~ ^[0-9]+$ ]] || \
+  { log "--nnet-tree-leaves '$nnet_tree_leaves': expected a number of leaves (0: none)"; exit 1; }
 if [ "$gmm_topology" = kaldi ] && [ "$nnet_tree_leaves" -le 0 ]; then
   log "--gmm-topology kaldi: a 3-state phone lasts at least 3 frames, longer than half the" \
       "phones at the networks' 30 ms: give them their own tree (--nnet-tree-leaves N)"

@@ -79,8 +79,10 @@ fi
 
 if stage_on 1 && begin_stage 1 "dict, lang, grammar"; then
   run local/prepare_dict.sh
-  run utils/prepare_lang.sh --position-dependent-phones false data/local/dict "<SIL>" \
-    data/local/lang data/lang
+  # the skip topology: the GMM's tree, pdfs and HCLG serve the DNN at 30 ms too (a Kaldi 3-state
+  # word of yes/no phones would need its own network tree, as egs/aishell_sim builds)
+  run utils/prepare_lang.sh --position-dependent-phones false --topology skip data/local/dict \
+    "<SIL>" data/local/lang data/lang
   run local/prepare_lm.sh
   end_stage 1
 fi

@@ -16,13 +16,15 @@
 
 Kaldi attaches a frame to each transition out of an emitting state, so "0 -> final" costs exactly
 one frame. The probabilities are initial values; training re-estimates them.
-`DEFAULT_TOPOLOGY` is the one `emasr prepare-lang` (and utils/prepare_lang.sh) writes when not told.
+`DEFAULT_TOPOLOGY` is the one `emasr prepare-lang` (and utils/prepare_lang.sh) writes when not told:
+Kaldi's, as in Kaldi; networks at 30 ms get the one-frame topology in a lang dir of their own
+(utils/prepare_lang_nnet.sh) and their own tree.
 """
 from __future__ import annotations
 
 from typing import Callable
 
-DEFAULT_TOPOLOGY = "skip"
+DEFAULT_TOPOLOGY = "kaldi"
 
 
 def _prob(p: float) -> str:
