@@ -36,7 +36,7 @@ Options:
   --retry-beam <beam>        # beam of the retry for failed utterances (default $retry_beam)
   --boost-silence <factor>   # boost silence weights (default $boost_silence)
   --scale-opts <opts>        # alignment scales (default: '$scale_opts')
-  --fmllr-update-type <full|none>  # (default $fmllr_update_type)
+  --fmllr-update-type <full|diag|offset|none>  # (default $fmllr_update_type)
   --fmllr-min-count <frames>       # below: the identity transform (default $fmllr_min_count)
   --max-failed <fraction>    # allowed share of unaligned utterances per job (default $max_failed)"
 

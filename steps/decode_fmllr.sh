@@ -52,7 +52,7 @@ Options:
   --beam <b> --lattice-beam <b> --max-active <n>   the adapted pass
   --acwt <scale>              acoustic scale (default $acwt)
   --silence-weight <w>        silence weight in fMLLR estimation (default $silence_weight)
-  --fmllr-update-type <full|none>
+  --fmllr-update-type <full|diag|offset|none>
   --fmllr-min-count <frames>       # below: the identity transform (default $fmllr_min_count)
   --alignment-model <mdl> --adapt-model <mdl> --final-model <mdl>
   --si-dir <dir>              use this SI decode (same data, num_jobs and tree) for pass 1

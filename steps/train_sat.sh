@@ -57,7 +57,7 @@ Options:
   --fmllr-iters <'i j ..'>   # iterations that re-estimate fMLLR (default '$fmllr_iters')
   --realign-iters <'i j ..'> # iterations with realignment (default '$realign_iters')
   --silence-weight <w>       # weight of silence in fMLLR estimation (default $silence_weight)
-  --fmllr-update-type <full|none>  # (default $fmllr_update_type)
+  --fmllr-update-type <full|diag|offset|none>  # (default $fmllr_update_type)
   --fmllr-min-count <frames>       # below: the identity transform (default $fmllr_min_count)
   --alimdl-update-flags <mvwt>     # what final.alimdl re-estimates (default $alimdl_update_flags)
   --boost-silence <factor>   # boost silence weights when aligning (default $boost_silence)

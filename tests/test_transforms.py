@@ -188,16 +188,18 @@ def test_mllt_stats_match_the_definition():
 
 # -- fMLLR --
 
-def speaker_data(rng, num_pdfs=8, per_pdf=800, dim=4):
+def speaker_data(rng, num_pdfs=8, per_pdf=800, dim=4, kind="full"):
     """A known one-Gaussian-per-pdf model; a speaker's features x = A^-1 (y - b) with y drawn
-    from it: fMLLR should find W = [A b]."""
+    from it: fMLLR should find W = [A b]. kind "diag": A diagonal; "offset": A = I."""
     gmms = [DiagGmm.from_mean_var([1.0], 3.0 * rng.standard_normal(dim),
                                   np.exp(rng.uniform(-1, 1, dim))) for _ in range(num_pdfs)]
     pdfs = np.repeat(np.arange(num_pdfs), per_pdf)
     y = np.stack([gmms[p].means[0] for p in pdfs])
     y += np.sqrt(np.stack([1 / gmms[p].inv_vars[0] for p in pdfs])) * \
         rng.standard_normal(y.shape)
-    A = random_invertible(rng, dim, condition=2.0)
+    A = {"full": lambda: random_invertible(rng, dim, condition=2.0),
+         "diag": lambda: np.diag(rng.uniform(0.6, 1.6, dim)),
+         "offset": lambda: np.eye(dim)}[kind]()
     b = rng.standard_normal(dim)
     x = (y - b) @ np.linalg.inv(A).T
     return x, pdfs, gmms, np.hstack([A, b[:, None]])
@@ -225,6 +227,30 @@ def test_fmllr_recovers_the_speaker_transform():
     gain = sum(gmms[p].log_likelihoods(adapted[pdfs == p]).sum() for p in range(8)) - \
         sum(gmms[p].log_likelihoods(x[pdfs == p]).sum() for p in range(8))
     assert gain > 0
+
+
+@pytest.mark.parametrize("kind", ["diag", "offset"])
+def test_diagonal_and_offset_fmllr_recover_their_transform(kind):
+    rng = np.random.default_rng(8)
+    x, pdfs, gmms, W_true = speaker_data(rng, kind=kind)
+    stats = FmllrStats.zeros(4)
+    stats.accumulate(x, pdfs, None, gmms)
+    W, improvement = estimate_fmllr(stats, update_type=kind)
+    np.testing.assert_allclose(W, W_true, atol=0.06)
+    off_diagonal = W[:, :4] - np.diag(np.diag(W[:, :4]))
+    assert not off_diagonal.any()
+    assert improvement > 0
+    assert improvement == pytest.approx(fmllr_auxf(W, stats) - fmllr_auxf(identity_transform(4),
+                                                                          stats))
+    # stationary in the free parameters: the offsets, and for diag the scales
+    gradient = stats.K - np.einsum("ijk,ik->ij", stats.G, W)
+    gradient[:, :4] += stats.beta * np.linalg.inv(W[:, :4]).T
+    free = [gradient[:, 4]] + ([np.diag(gradient[:, :4])] if kind == "diag" else [])
+    assert np.abs(np.concatenate(free)).max() < 1e-6 * stats.beta
+    # fewer parameters than the full transform: at most its auxf improvement
+    assert improvement <= estimate_fmllr(stats)[1] + 1e-6
+    if kind == "offset":
+        np.testing.assert_array_equal(W[:, :4], np.eye(4))
 
 
 def test_fmllr_below_min_count_is_the_identity():
@@ -425,3 +451,17 @@ def test_fmllr_per_speaker_then_applied_leaves_little_to_gain(yesno, yesno_data,
         gains.append(float(line.split("auxf-impr from fMLLR is ")[1].split(",")[0]))
     assert list(read_matrix_table(f"ark:{tmp_path / 'trans.first'}")) == ["global"]
     assert gains[0] > 0.5 and 0 <= gains[1] < 0.2 * gains[0], gains
+
+
+def test_diagonal_fmllr_command_writes_a_diagonal_transform(yesno, yesno_data, tmp_path):
+    mono = yesno / "exp" / "mono"
+    log_file = tmp_path / "diag.log"
+    run_cli(["gmm-est-fmllr", "--delta-order", "2", "--fmllr-update-type", "diag", "--spk2utt",
+             str(yesno_data / "spk2utt"), str(mono / "final.mdl"), str(yesno_data),
+             str(mono / "ali.1.gz"), str(tmp_path / "trans.1")], log_file=log_file)
+    (W,) = read_matrix_table(f"ark:{tmp_path / 'trans.1'}").values()
+    A = W[:, :-1]
+    assert W.shape == (39, 40) and not (A - np.diag(np.diag(A))).any()
+    assert not np.allclose(W, np.hstack([np.eye(39), np.zeros((39, 1))]))
+    line = next(x for x in log_file.read_text().splitlines() if "For speaker global" in x)
+    assert float(line.split("auxf-impr from fMLLR is ")[1].split(",")[0]) > 0

@@ -17,6 +17,7 @@ from emasr.gmm.inputs import SkipCounter, alignment_problem
 from emasr.gmm.kaldi_io import KaldiFormatError
 from emasr.io.table import read_table
 from emasr.transform.features import TransformedFeatures
+from emasr.transform.fmllr import UPDATE_TYPES
 from emasr.transform.gmm import GmmModel, parse_phone_list, read_gmm_model
 
 log = logging.getLogger(__name__)
@@ -285,8 +286,9 @@ def write_gmm_model(path: str, model: GmmModel, binary: bool = True) -> None:
               help="Gaussian posteriors from this model, matching MODEL Gaussian for Gaussian "
               "(a SAT system's final.alimdl), on the same features: Kaldi's gmm-post-to-gpost "
               "| gmm-est-fmllr-gpost.")
-@click.option("--fmllr-update-type", type=click.Choice(["full", "none"]), default="full",
-              show_default=True)
+@click.option("--fmllr-update-type", type=click.Choice(UPDATE_TYPES), default="full",
+              show_default=True, help="full: A and b; diag: A diagonal, and b; offset: b only "
+              "(A = I); none: the identity.")
 @click.option("--fmllr-min-count", type=float, default=500.0, show_default=True,
               help="Below this many (weighted) frames the transform stays the identity.")
 @click.option("--fmllr-num-iters", type=int, default=40, show_default=True)

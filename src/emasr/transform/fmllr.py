@@ -10,6 +10,15 @@ update: with p_i the i-th row of A^-T extended by a 0, w_i = (alpha p_i + k_i) G
 alpha solves the quadratic beta = alpha^2 e1 + alpha e2 (e1 = p_i G_i^-1 p_i^T,
 e2 = p_i G_i^-1 k_i^T), the root with the larger auxiliary function; rows in turn, 40 passes.
 
+Kaldi's other update types (``--fmllr-update-type``), for speakers with too few frames for the
+D x (D+1) parameters of a full transform: ``diag`` (A diagonal: per dimension a scale s and an
+offset o, ComputeFmllrMatrixDiagGmmDiagonal) and ``offset`` (A = I, only b:
+ComputeFmllrMatrixDiagGmmOffset), both in closed form. For ``diag``, row i's auxiliary function
+beta log|s| + s k_ii + o k_id - 1/2 (s^2 g_ii + 2 s o g_id + o^2 g_dd) (g: G_i, d: the offset
+column) is maximal over o at o = (k_id - s g_id) / g_dd; then over s where
+a s^2 + b s + beta = 0 with a = g_id^2 / g_dd - g_ii (< 0) and b = k_ii - g_id k_id / g_dd, whose
+positive root is s = (-b - sqrt(b^2 - 4 a beta)) / 2a. For ``offset``, o = (k_id - g_id) / g_dd.
+
 Kaldi's rules kept: below ``--fmllr-min-count`` (500 frames) the transform stays the identity
 [I 0] (improvement 0); a transform that does not increase the auxiliary function is not used.
 """
@@ -26,7 +35,7 @@ log = logging.getLogger(__name__)
 
 MIN_COUNT = 500.0   # Kaldi's FmllrOptions defaults
 NUM_ITERS = 40
-UPDATE_TYPES = ("full", "none")
+UPDATE_TYPES = ("full", "diag", "offset", "none")
 
 
 @dataclass
@@ -146,6 +155,30 @@ def compute_fmllr_full(stats: FmllrStats, start: np.ndarray | None = None,
     return new, improvement
 
 
+def compute_fmllr_diagonal(stats: FmllrStats, offset_only: bool = False) -> tuple[np.ndarray, float]:
+    """Kaldi's ComputeFmllrMatrixDiagGmmDiagonal (or, with ``offset_only``, ...Offset) from the
+    identity: (W, auxf improvement), the identity when the auxiliary function does not increase."""
+    dim = stats.dim
+    rows = np.arange(dim)
+    g_ii, g_id, g_dd = stats.G[rows, rows, rows], stats.G[rows, rows, dim], stats.G[rows, dim, dim]
+    k_ii, k_id = stats.K[rows, rows], stats.K[rows, dim]
+    if offset_only:
+        scale = np.ones(dim)
+    else:
+        a = g_id ** 2 / g_dd - g_ii
+        b = k_ii - g_id * k_id / g_dd
+        scale = (-b - np.sqrt(b * b - 4 * a * stats.beta)) / (2 * a)
+    W = identity_transform(dim)
+    W[rows, rows] = scale
+    W[:, dim] = (k_id - scale * g_id) / g_dd
+    improvement = fmllr_auxf(W, stats) - fmllr_auxf(identity_transform(dim), stats)
+    if improvement < 0:
+        log.warning("not applying the fMLLR transform change: the objective function did not "
+                    "increase")
+        return identity_transform(dim), 0.0
+    return W, improvement
+
+
 def estimate_fmllr(stats: FmllrStats, update_type: str = "full", min_count: float = MIN_COUNT,
                    num_iters: int = NUM_ITERS) -> tuple[np.ndarray, float]:
     """Kaldi's FmllrDiagGmmAccs::Update from the identity, as gmm-est-fmllr calls it:
@@ -159,4 +192,6 @@ def estimate_fmllr(stats: FmllrStats, update_type: str = "full", min_count: floa
         return identity, 0.0
     if update_type == "none":
         return identity, 0.0
+    if update_type in ("diag", "offset"):
+        return compute_fmllr_diagonal(stats, offset_only=update_type == "offset")
     return compute_fmllr_full(stats, identity, num_iters)
