@@ -191,22 +191,41 @@ def test_boundary_error_against_known_timings(tmp_path):
     (tmp_path / "ali.1.gz").write_bytes((MONO / "ali.1.gz").read_bytes())
     table = load_transition_table(MONO / "final.mdl")
     names = {1: "SIL", 2: "Y", 3: "N"}
-    records = []
-    for utt, ali in iter_alignment_file(MONO / "ali.1.gz"):
-        starts = np.flatnonzero(table.phone_starts(ali))
-        ends = np.append(starts[1:], len(ali))
-        # The "synthesizer" puts every boundary 20 ms (160 samples at 8 kHz) later.
-        phones = [[names[int(table.id2phone[ali[s]])], int(s) * 80 + 160, int(e) * 80 + 160]
-                  for s, e in zip(starts, ends)]
-        if utt.startswith("0_0"):
-            phones = phones[:-2]  # a different phone sequence: left out
-        records.append({"utt": utt, "sample_rate": 8000, "phones": phones})
-    (tmp_path / "timings.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    result = CliRunner().invoke(boundary_error_cli, [
-        "--silence", "SIL", str(tmp_path), str(LANG / "phones.txt"),
-        str(tmp_path / "timings.jsonl")])
-    assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
+
+    def timings(n_later: int) -> list[dict]:
+        # The "synthesizer" puts every boundary 20 ms (160 samples at 8 kHz) later, the starts of
+        # N n_later samples later.
+        records = []
+        for utt, ali in iter_alignment_file(MONO / "ali.1.gz"):
+            starts = np.flatnonzero(table.phone_starts(ali))
+            ends = np.append(starts[1:], len(ali))
+            phones = []
+            for s, e in zip(starts, ends):
+                name = names[int(table.id2phone[ali[s]])]
+                phones.append([name, int(s) * 80 + (n_later if name == "N" else 160),
+                               int(e) * 80 + 160])
+            if utt.startswith("0_0"):
+                phones = phones[:-2]  # a different phone sequence: left out
+            records.append({"utt": utt, "sample_rate": 8000, "phones": phones})
+        return records
+
+    def run(records: list[dict], *options: str) -> list[str]:
+        (tmp_path / "timings.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        result = CliRunner().invoke(boundary_error_cli, [
+            "--silence", "SIL", *options, str(tmp_path), str(LANG / "phones.txt"),
+            str(tmp_path / "timings.jsonl")])
+        assert result.exit_code == 0, result.output
+        return result.output.splitlines()
+
+    records = timings(160)
+    lines = run(records)
     left_out = sum(r["utt"].startswith("0_0") for r in records)
     assert lines[0] == f"utterances compared {31 - left_out}, left out {left_out}"
-    assert "mean boundary error 20.0 ms, median 20.0 ms" in lines[2]
+    assert lines[2] == ("boundary error mean 20.0 ms, median 20.0 ms, within 20 ms 100.0%, "
+                        "signed mean -20.0 ms")
+    # per phone: N's starts 40 ms off, the others' 20 ms
+    lines = run(timings(320), "--by-phone", "3")
+    by_phone = {line.split()[0]: line for line in lines[3:]}
+    assert sorted(by_phone) == ["<end>", "N", "Y"]
+    assert "mean 40.0 ms, median 40.0 ms, within 20 ms 0.0%, signed mean -40.0 ms" in by_phone["N"]
+    assert "mean 20.0 ms" in by_phone["Y"] and "mean 20.0 ms" in by_phone["<end>"]

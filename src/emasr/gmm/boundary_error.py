@@ -5,8 +5,8 @@ The simulated corpus records espeak's phone timings per utterance (``timings/<se
 dir's phones come from its transition ids, split into phone instances as Kaldi's SplitToPhones
 does; silence phones are dropped. Where the two phone sequences agree, each phone start and the
 last phone's end of the alignment (frame t at t * frame_shift) is compared with the synthesizer's;
-the mean absolute difference is the boundary error. Utterances whose sequences differ are counted
-and left out.
+the mean absolute difference is the boundary error, also per phone (the phone a boundary starts).
+Utterances whose sequences differ are counted and left out.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from emasr.gmm.transitions import TransitionTable, load_transition_table
 from emasr.io.table import read_lines
 
 log = logging.getLogger(__name__)
+END_LABEL = "<end>"   # the label of an utterance's last phone end
 
 
 def aligned_phones(table: TransitionTable, alignment: np.ndarray
@@ -38,8 +39,9 @@ def utterance_boundaries(segments: list[tuple[str, float, float]]) -> np.ndarray
 
 
 def boundary_errors(ali_dir: Path, timings: list[Path], phones_txt: Path, silence: set[str],
-                    frame_shift: float) -> tuple[np.ndarray, int, int]:
-    """(absolute boundary errors in seconds, utterances compared, utterances left out)."""
+                    frame_shift: float) -> tuple[np.ndarray, list[str], int, int]:
+    """(signed boundary errors in seconds, ours minus the synthesizer's; the phone each boundary
+    starts, END_LABEL for an utterance's last phone end; utterances compared; left out)."""
     names = {int(i): p for p, i in (line.split() for line in read_lines(phones_txt))}
     table = load_transition_table(ali_dir / "final.mdl")
     truth = {}
@@ -50,7 +52,7 @@ def boundary_errors(ali_dir: Path, timings: list[Path], phones_txt: Path, silenc
                 rate = float(record["sample_rate"])
                 truth[record["utt"]] = [(p, s / rate, e / rate) for p, s, e in record["phones"]
                                         if p not in silence]
-    errors, compared, left_out = [], 0, 0
+    errors, labels, compared, left_out = [], [], 0, 0
     for path in sorted(ali_dir.glob("ali.*.gz")):
         for utt, alignment in iter_alignment_file(path):
             reference = truth.get(utt)
@@ -59,28 +61,53 @@ def boundary_errors(ali_dir: Path, timings: list[Path], phones_txt: Path, silenc
             if not reference or [p for p, _, _ in ours] != [p for p, _, _ in reference]:
                 left_out += 1
                 continue
-            errors.append(np.abs(utterance_boundaries(ours) - utterance_boundaries(reference)))
+            errors.append(utterance_boundaries(ours) - utterance_boundaries(reference))
+            labels += [p for p, _, _ in ours] + [END_LABEL]
             compared += 1
-    return (np.concatenate(errors) if errors else np.zeros(0)), compared, left_out
+    return (np.concatenate(errors) if errors else np.zeros(0)), labels, compared, left_out
+
+
+def summary(errors: np.ndarray) -> str:
+    """Mean, median and share within 20 ms of the absolute errors, and the signed mean (ms)."""
+    absolute = np.abs(errors)
+    return (f"mean {1000 * absolute.mean():.1f} ms, median {1000 * np.median(absolute):.1f} ms, "
+            f"within 20 ms {np.mean(absolute <= 0.02 + 1e-9):.1%}, signed mean "
+            f"{1000 * errors.mean():+.1f} ms")
+
+
+def worst_phones(errors: np.ndarray, labels: list[str], count: int) -> list[str]:
+    """Lines for the `count` phones whose start boundaries add up to the most absolute error."""
+    by_phone: dict[str, list[float]] = {}
+    for label, error in zip(labels, errors):
+        by_phone.setdefault(label, []).append(error)
+    ranked = sorted(by_phone.items(), key=lambda item: -np.abs(item[1]).sum())[:count]
+    total = np.abs(errors).sum()
+    return [f"{label} boundaries {len(e)} ({np.abs(e).sum() / total:.1%} of the error): "
+            f"{summary(np.asarray(e))}" for label, e in ranked]
 
 
 @click.command("ali-boundary-error")
 @click.option("--silence", default="sil", show_default=True,
               help="Comma-separated silence phones, left out of the comparison.")
 @click.option("--frame-shift", type=float, default=0.01, show_default=True)
+@click.option("--by-phone", type=int, default=0, show_default=True,
+              help="Also print the N phones whose start boundaries carry the most error "
+                   f"({END_LABEL}: utterance ends).")
 @click.argument("ali_dir", type=click.Path(file_okay=False, exists=True))
 @click.argument("phones", type=click.Path(dir_okay=False, exists=True))
 @click.argument("timings", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True))
-def boundary_error_cli(silence, frame_shift, ali_dir, phones, timings):
+def boundary_error_cli(silence, frame_shift, by_phone, ali_dir, phones, timings):
     """Mean phone-boundary error (ms) of the alignments in ALI_DIR against the synthesizer's
-    TIMINGS (timings/<set>.jsonl files of the simulated corpus); PHONES is the lang's phones.txt."""
-    errors, compared, left_out = boundary_errors(Path(ali_dir), [Path(t) for t in timings],
-                                                 Path(phones), set(silence.split(",")),
-                                                 frame_shift)
+    TIMINGS (timings/<set>.jsonl files of the simulated corpus); PHONES is the lang's phones.txt.
+    The signed mean (ours minus the synthesizer's) shows an offset of one against the other."""
+    errors, labels, compared, left_out = boundary_errors(
+        Path(ali_dir), [Path(t) for t in timings], Path(phones), set(silence.split(",")),
+        frame_shift)
     if not compared:
         raise click.ClickException(f"no utterance of {ali_dir} has the phone sequence of "
                                    f"{timings} ({left_out} left out)")
     click.echo(f"utterances compared {compared}, left out {left_out}")
     click.echo(f"boundaries {len(errors)}")
-    click.echo(f"mean boundary error {1000 * errors.mean():.1f} ms, median "
-               f"{1000 * np.median(errors):.1f} ms, within 20 ms {np.mean(errors <= 0.02):.1%}")
+    click.echo(f"boundary error {summary(errors)}")
+    for line in worst_phones(errors, labels, by_phone):
+        click.echo(line)
