@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""GMM training speed: steps/train_lda_mllt.sh (tri2) beside steps/train_deltas.sh (tri1), in one
-run, from the same alignments, data, tree size, Gaussians and schedule.
+"""GMM training speed: steps/train_lda_mllt.sh (tri2) and steps/train_sat.sh (tri3) beside
+steps/train_deltas.sh (tri1), in one run, from the same alignments, data, tree size, Gaussians
+and schedule (SAT on the alignments' own features, re-estimating fMLLR at passes 2, 4, 6).
 
-Each step is run --repeats times, interleaved (deltas, LDA, deltas, LDA ...), each time into a
+Each step is run --repeats times, interleaved (deltas, LDA, SAT, deltas ...), each time into a
 fresh exp dir; reported per step: wall and CPU seconds (the step's child processes) of the best
 run, and the time per training frame per pass (seconds / (frames x passes)), in microseconds,
-then the ratio LDA+MLLT / deltas. CPU time is reported beside wall time because it is stable
+then the ratios LDA+MLLT / deltas and SAT / deltas. CPU time is reported beside wall time because it is stable
 on a shared machine; both include each job's process start-up, which dominates small data sets.
 
 Data: --data, --lang and --ali (an alignment dir: ali.JOB.gz, final.mdl, num_jobs), with
@@ -112,6 +113,8 @@ def main() -> None:
         "train_lda_mllt.sh": [f"{REPO}/steps/train_lda_mllt.sh", *common, "--dim",
                               str(args.dim), "--mllt-iters",
                               " ".join(str(x) for x in (2, 4, 6) if x < iters)],
+        "train_sat.sh": [f"{REPO}/steps/train_sat.sh", *common, "--fmllr-iters",
+                         " ".join(str(x) for x in (2, 4, 6) if x < iters)],
     }
     best: dict[str, tuple[float, float]] = {}
     for repeat in range(args.repeats):
@@ -128,8 +131,10 @@ def main() -> None:
         print(f"{name:18s} wall {wall:7.1f} s  CPU {cpu:7.1f} s  "
               f"{1e6 * wall / (frames * passes):8.2f} us wall / {1e6 * cpu / (frames * passes):8.2f}"
               " us CPU per frame per pass")
-    (w_d, c_d), (w_l, c_l) = best["train_deltas.sh"], best["train_lda_mllt.sh"]
-    print(f"ratio LDA+MLLT / deltas: wall {w_l / w_d:.2f}, CPU {c_l / c_d:.2f}")
+    w_d, c_d = best["train_deltas.sh"]
+    for label, name in (("LDA+MLLT", "train_lda_mllt.sh"), ("SAT", "train_sat.sh")):
+        wall, cpu = best[name]
+        print(f"ratio {label} / deltas: wall {wall / w_d:.2f}, CPU {cpu / c_d:.2f}")
     if args.keep:
         print(f"(work dir {work})")
     else:
