@@ -25,6 +25,16 @@ def one_torch_thread(monkeypatch):
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """One uninterrupted run of the default recipe on the tiny profile, shared by the recipe tests
+    (the slowest fixture): (recipe dir, its run.sh result)."""
+    from recipe_helpers import recipe_copy
+
+    recipe = recipe_copy(tmp_path_factory.mktemp("tiny"), "aishell_sim")
+    return recipe, run_script([str(recipe / "run.sh"), "--profile", "tiny"])
+
+
 @pytest.fixture
 def yesno() -> Path:
     """The Kaldi yesno fixture, written by real Kaldi; tests only read it."""

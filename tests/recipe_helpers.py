@@ -25,6 +25,20 @@ def recipe_copy(tmp_path: Path, name: str) -> Path:
     return root / "egs" / name
 
 
+def reuse_stages(reference: Path, recipe: Path, last_stage: int, exp_dirs: tuple[str, ...]) -> None:
+    """Start the recipe copy `recipe` where the run in `reference` stood after `last_stage`: its
+    corpus and feature archives linked (they are only read), its data dirs, the exp dirs named and
+    the done markers of stages 0..last_stage copied, so the run resumes at the next stage."""
+    for shared in ("corpus", "mfcc", "fbank"):
+        (recipe / shared).symlink_to(reference / shared)
+    shutil.copytree(reference / "data", recipe / "data", symlinks=True)
+    (recipe / "exp" / "done").mkdir(parents=True)
+    for stage in range(last_stage + 1):
+        shutil.copy2(reference / "exp" / "done" / f"stage{stage}", recipe / "exp" / "done")
+    for name in exp_dirs:
+        shutil.copytree(reference / "exp" / name, recipe / "exp" / name, symlinks=True)
+
+
 def write_wav(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with wave.open(str(path), "wb") as w:

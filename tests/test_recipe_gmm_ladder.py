@@ -1,7 +1,7 @@
-"""The recipe's GMM ladder and the networks' own tree on the tiny profile, stages 0-7: Kaldi's
-3-state topology for the GMMs, mono -> tri1 (deltas) -> tri2 (LDA+MLLT) -> tri3 (SAT), dev decoded
-by each (tri3 in two passes), and the network targets from tri3's alignments converted to a
-network tree at 30 ms with its own HCLG."""
+"""The recipe's whole GMM ladder and the networks' own tree on the tiny profile, stages 5-7 on the
+default run's data and monophones (tests/test_recipe_tiny.py checks the topologies): mono -> tri1
+(deltas) -> tri2 (LDA+MLLT) -> tri3 (SAT), dev decoded by each (tri3 in two passes), and the
+network targets from tri3's alignments converted to a network tree at 30 ms with its own HCLG."""
 from __future__ import annotations
 
 import re
@@ -11,29 +11,25 @@ import pytest
 from conftest import run_script
 from emasr.ali.targets import load_targets
 from emasr.gmm.model_io import read_model, read_tree
-from emasr.lang.topo import make_topo
 from emasr.transform.matrix_io import read_matrix, read_matrix_table
-from recipe_helpers import recipe_copy
+from recipe_helpers import recipe_copy, reuse_stages
 
 LADDER = ("mono", "tri1", "tri2", "tri3")
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_tiny_gmm_ladder_and_network_tree(tmp_path):
+def test_tiny_gmm_ladder_and_network_tree(tiny_run, tmp_path):
+    reference, first = tiny_run
+    assert first.returncode == 0
     recipe = recipe_copy(tmp_path, "aishell_sim")
-    args = [str(recipe / "run.sh"), "--profile", "tiny", "--stop-stage", "7",
-            "--gmm-systems", " ".join(LADDER), "--gmm-topology", "kaldi",
-            "--nnet-tree-leaves", "100", "--gmm-decode-sets", "dev"]
-    result = run_script(args)
+    reuse_stages(reference, recipe, 4, ("make_mfcc", "make_fbank", "mono"))
+    ladder = ["--profile", "tiny", "--stop-stage", "7", "--gmm-decode-sets", "dev",
+              "--nnet-tree-leaves", "100"]
+    result = run_script([str(recipe / "run.sh"), "--gmm-systems", " ".join(LADDER), *ladder])
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
+    assert result.stdout.count("done already") == 5   # stages 0-4 of the default run
     exp = recipe / "exp"
-    # the GMMs' lang has Kaldi's 3-state topology; the networks' lang the one-frame one
-    phones = recipe / "data/lang/phones"
-    ids = [[int(p) for p in (phones / f"{kind}.csl").read_text().split(":")]
-           for kind in ("nonsilence", "silence")]
-    assert (recipe / "data/lang/topo").read_text() == make_topo(*ids, topology="kaldi")
-    assert (recipe / "data/lang_test_nnet/topo").read_text() == make_topo(*ids, topology="skip")
     cer = {}
     for system in LADDER:
         line = (exp / system / "decode_dev" / "scoring_kaldi" / "best_cer").read_text()
@@ -55,7 +51,5 @@ def test_tiny_gmm_ladder_and_network_tree(tmp_path):
     assert (exp / "nnet/targets/frame_subsampling_factor").read_text().strip() == "3"
     assert (exp / "nnet_tree/graph/HCLG.fst").stat().st_size > 0
     # a run with another ladder stops at the stage whose settings changed, naming the key
-    other = run_script([str(recipe / "run.sh"), "--profile", "tiny", "--stop-stage", "7",
-                        "--gmm-systems", "mono tri1", "--gmm-topology", "kaldi",
-                        "--nnet-tree-leaves", "100", "--gmm-decode-sets", "dev"])
+    other = run_script([str(recipe / "run.sh"), "--gmm-systems", "mono tri1", *ladder])
     assert other.returncode != 0 and "gmm_systems" in other.stdout + other.stderr

@@ -19,17 +19,11 @@ from conftest import run_script
 from emasr.ali.alignments import iter_alignment_file
 from emasr.ali.targets import load_targets
 from emasr.gmm.model_io import read_model, read_tree
-from recipe_helpers import recipe_copy
+from emasr.lang.topo import make_topo
+from recipe_helpers import recipe_copy, reuse_stages
 
 LABELS = ("single", "single+EMA", "MA", "MA+EMA", "BMUF", "BMUF+EMA", "BMUF+avg", "BMUF+lastk")
 CER_WITH_INTERVAL = re.compile(r"^\d+\.\d\d \[-?\d+\.\d\d, \d+\.\d\d\]")
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    """One uninterrupted run of the tiny recipe: (recipe dir, its run.sh result)."""
-    recipe = recipe_copy(tmp_path_factory.mktemp("tiny"), "aishell_sim")
-    return recipe, run_script([str(recipe / "run.sh"), "--profile", "tiny"])
 
 
 def network_rows(results: str) -> dict[tuple[str, str], list[str]]:
@@ -59,6 +53,12 @@ def test_tiny_recipe_end_to_end(tiny_run):
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     for stage in range(8):
         assert (recipe / "exp" / "done" / f"stage{stage}").is_file()
+    # the GMMs' lang has Kaldi's 3-state topology; the networks' lang the one-frame one
+    phones = recipe / "data/lang/phones"
+    ids = [[int(p) for p in (phones / f"{kind}.csl").read_text().split(":")]
+           for kind in ("nonsilence", "silence")]
+    assert (recipe / "data/lang/topo").read_text() == make_topo(*ids, topology="kaldi")
+    assert (recipe / "data/lang_test_nnet/topo").read_text() == make_topo(*ids, topology="skip")
     check_gmm_chain(recipe)
     check_targets_from_own_alignments(recipe)
     assert re.search(r"running: steps/nnet/build_tree.sh .* exp/tri1_ali exp/nnet_tree\n",
@@ -147,6 +147,7 @@ def test_tiny_recipe_killed_at_three_stages_reruns_to_the_same_results(tiny_run,
     reference, result = tiny_run
     assert result.returncode == 0
     recipe = recipe_copy(tmp_path, "aishell_sim")
+    reuse_stages(reference, recipe, 3, ("make_mfcc", "make_fbank"))   # corpus, data, features
     # the DNN half of the recipe, interrupted in the monophone training (stage 4), in the middle
     # of the second network training (stage 8) and in the network decoding (stage 9)
     args = [str(recipe / "run.sh"), "--profile", "tiny", "--archs", "dnn"]
@@ -162,8 +163,8 @@ def test_tiny_recipe_killed_at_three_stages_reruns_to_the_same_results(tiny_run,
                    "in stage 9")
     final = run_script(args)
     assert final.returncode == 0, (final.stdout + final.stderr)[-5000:]
-    # the rerun picked up where it was killed: stages 0-3 were not redone
-    assert final.stdout.count("done already") >= 4
+    # the rerun picked up where it was killed: stages 0-7 were not redone
+    assert final.stdout.count("done already") == 8
     got = (recipe / "RESULTS.md").read_text(encoding="utf-8")
     want = (reference / "RESULTS.md").read_text(encoding="utf-8")
     assert comparable(got, "DNN") == comparable(want, "DNN")
