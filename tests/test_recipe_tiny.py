@@ -87,6 +87,34 @@ def test_tiny_recipe_end_to_end(tiny_run):
     assert "running: steps/" not in again.stdout
 
 
+@pytest.mark.slow
+def test_real_speech_cer_decodes_recordings_with_a_trained_network(tiny_run):
+    # two of the corpus's own test recordings stand in for real ones here
+    recipe, result = tiny_run
+    assert result.returncode == 0
+    transcript = recipe / "corpus/data_aishell/transcript/aishell_transcript_v0.8.txt"
+    wavs = sorted((recipe / "corpus/data_aishell/wav/test").glob("*/*.wav"))[:2]
+    words = dict(line.split(maxsplit=1) for line in transcript.read_text(encoding="utf-8")
+                 .splitlines())
+    wav_dir = recipe / "real_wavs"
+    wav_dir.mkdir()
+    lines = []
+    for wav in wavs:
+        (wav_dir / wav.name).symlink_to(wav)
+        lines.append(f"{wav.stem} {words[wav.stem].replace(' ', '')}\n")
+    (wav_dir / "text").write_text("".join(lines), encoding="utf-8")
+    run = run_script(["local/real_speech_cer.sh", str(wav_dir), str(wav_dir / "text"),
+                      "exp/nnet/dnn_single_s1"], cwd=recipe)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    chars = sum(len(line.split()[1]) for line in lines)
+    assert re.search(rf"on data/real: %WER [\d.]+ \[ \d+ / {chars},", run.stdout), run.stdout[-2000:]
+    assert (recipe / "exp/nnet/dnn_single_s1/decode_real_final/lat.1.gz").is_file()
+    missing = run_script(["local/real_speech_cer.sh", str(recipe), str(wav_dir / "text"),
+                          "exp/nnet/dnn_single_s1"], cwd=recipe)
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    assert not list((recipe / "data").glob(".real.*"))   # its temporary data dir is gone
+
+
 def comparable(results: str, arch: str) -> list[str]:
     """RESULTS.md less what differs between any two runs (the command, the machine, wall times),
     restricted to one architecture's rows and lines (and the GMM baselines)."""

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The paper's experiment end to end on a simulated AISHELL-1 corpus (Tian et al. 2017: BMUF and the
-# EMA of the synchronized model): corpus -> data -> lang and LM -> features -> mono -> tri ->
-# GMM baselines -> network targets -> DNN and LSTM under each strategy, worker count and seed ->
-# decoding of the global model and its averages (the EMA and its controls) -> RESULTS.md with the
-# dev-tuned table, the intervals and the plots.
+# EMA of the synchronized model): corpus -> data -> lang and LM -> features -> the GMM ladder on
+# Kaldi's 3-state topology (mono -> tri1 -> tri2 LDA+MLLT [-> tri3 SAT]) -> GMM baselines -> the
+# networks' own tree at 30 ms and their targets -> DNN and LSTM under each strategy, worker count
+# and seed -> decoding of the global model and its averages (the EMA and its controls) ->
+# RESULTS.md with the dev-tuned table, the intervals and the plots.
 #
 # Stages 0-7 leave a done marker in exp/done/ when they finish (written last) and are skipped when
 # it exists; a training run (stage 8) or decode dir (stage 9) has its own marker (<dir>/.done), so
@@ -79,7 +80,8 @@ workdir=            # where data/ exp/ and the recipe links are (default: this s
 help_message="Usage: $0 [options]
 The paper's experiment on a simulated AISHELL-1 corpus, in stages (see the top of this script):
   0 simulate corpus   1 data prep      2 dict, lang, LM, lang_test   3 features and CMVN
-  4 monophone         5 triphone and alignments   6 graphs and GMM decoding   7 network targets
+  4 monophone         5 triphone and alignments   6 graphs and GMM decoding
+  7 the networks' tree and targets
   8 network training (arch x strategy x seed)   9 network decoding (global and EMA model)
   10 report (RESULTS.md and plots/)
 Options:
@@ -557,12 +559,20 @@ if stage_on 10; then
   if command -v nvidia-smi > /dev/null 2>&1; then
     machine="$machine, GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader | paste -sd, -)"
   fi
+  simulated_note=
+  if [ "$simulate" = true ]; then
+    simulated_note="corpus: simulated by local/simulate_corpus.py (seed $corpus_seed): it stands"
+    simulated_note+=" in for AISHELL-1 to exercise the pipeline, not for real acoustics, and these"
+    simulated_note+=" models are not models of real speech (local/real_speech_cer.sh decodes real"
+    simulated_note+=" recordings with them)"
+  fi
   mkdir -p exp/report/log
   run $train_cmd exp/report/log/report.log \
     emasr report --out "$results" --archs "$archs" --strategies "$strategies" \
       --title "${title:-Results: $profile profile}" \
       --note "command: \`$start_command\` (profile $profile, $num_workers workers, seeds $seeds)" \
       --note "machine: $machine" \
+      ${simulated_note:+--note "$simulated_note"} \
       --note "stage wall times: $stage_times; network training ${train_time:-0} s in all" \
       --note "wall time of this run.sh invocation (stages $stage-$stop_stage, setup included) up to the report: $SECONDS s" \
       ${report_note:+--note "$report_note"} \
