@@ -102,13 +102,11 @@ fi
 
 if [ "$stage" -le 2 ]; then
   echo "$0: computing fMLLR transforms"
+  fmllr_est_opts 0.0 "$max_failed"   # silence gets no weight in the alignment's estimate
   gpost=()
   [ "$alimdl" = "$mdl" ] || gpost=(--gpost-model "$alimdl")
   $cmd JOB=1:"$nj" "$dir/log/fmllr.JOB.log" \
-    emasr gmm-est-fmllr "${si_opts[@]}" ${gpost[@]+"${gpost[@]}"} \
-      --silence-phones "$silphonelist" --silence-weight 0.0 \
-      --fmllr-update-type "$fmllr_update_type" --fmllr-min-count "$fmllr_min_count" \
-      --max-skipped "$max_failed" \
+    emasr gmm-est-fmllr "${si_opts[@]}" ${gpost[@]+"${gpost[@]}"} "${fmllr_opts[@]}" \
       --spk2utt "$sdata/JOB/spk2utt" "$mdl" "$sdata/JOB" "$dir/pre_ali.JOB.gz" "$dir/trans.JOB"
   warn_identity_transforms "$dir/log/fmllr" "$fmllr_min_count"
 fi

@@ -109,10 +109,8 @@ mkdir -p "$dir/log"
 echo "$nj" > "$dir/num_jobs"
 split_data.sh "$data" "$nj"
 sdata=$data/split$nj
-fmllr_opts=(--silence-phones "$silphonelist" --silence-weight "$silence_weight"
-            --fmllr-update-type "$fmllr_update_type" --fmllr-min-count "$fmllr_min_count"
-            --max-skipped "$max_skipped"
-            --spk2utt "$sdata/JOB/spk2utt")
+fmllr_est_opts "$silence_weight" "$max_skipped"
+fmllr_opts+=(--spk2utt "$sdata/JOB/spk2utt")
 decode_opts=(--nj "$nj" --cmd "$cmd" --acwt "$acwt" --scoring-opts "$scoring_opts"
              --max-failed-fraction "$max_failed_fraction")
 

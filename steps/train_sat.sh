@@ -134,9 +134,7 @@ read -r -a align_opts <<< "$scale_opts"
 align_opts+=(--beam "$beam" --retry-beam "$retry_beam" --boost-silence "$boost_silence"
             --max-failed "$max_failed")
 [ "$careful" = true ] && align_opts+=(--careful)
-fmllr_opts=(--silence-phones "$silphonelist" --silence-weight "$silence_weight"
-            --fmllr-update-type "$fmllr_update_type" --fmllr-min-count "$fmllr_min_count"
-            --max-skipped "$max_failed")
+fmllr_est_opts "$silence_weight" "$max_failed"
 . "$(dirname "$0")/lib/build_tree.sh"   # tree_stats, questions_and_tree, init_tree_model, ...
 . "$(dirname "$0")/lib/gmm_passes.sh"   # init_numgauss, gmm_training_passes, link_final
 

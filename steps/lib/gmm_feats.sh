@@ -78,6 +78,15 @@ check_trans_jobs() {
   done
 }
 
+# fmllr_est_opts SILENCE_WEIGHT MAX_SKIPPED: sets the array fmllr_opts, the options of every
+# gmm-est-fmllr call of the SAT steps (from the caller's silphonelist, fmllr_update_type and
+# fmllr_min_count): what the steps share, so that training, alignment and decoding estimate alike.
+fmllr_est_opts() {
+  fmllr_opts=(--silence-phones "$silphonelist" --silence-weight "$1"
+              --fmllr-update-type "$fmllr_update_type" --fmllr-min-count "$fmllr_min_count"
+              --max-skipped "$2")
+}
+
 # fmllr_gain LOG_PREFIX: the fMLLR auxiliary-function improvement per frame over the jobs' logs
 # LOG_PREFIX.*.log (gmm-est-fmllr's "Overall fMLLR auxf impr per frame", frame-weighted).
 fmllr_gain() {
