@@ -17,7 +17,7 @@ import numpy as np
 
 from emasr.decode.lattice_io import LatticeArcs, LatticeFormatError
 from emasr.decode.lattice_post import state_times
-from emasr.gmm.feature_options import transform_options
+from emasr.gmm.feature_options import feature_pipeline_options
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +41,7 @@ def rescore_acoustics(arcs: LatticeArcs, loglikes: np.ndarray, tid2pdf: np.ndarr
 
 
 @click.command("gmm-rescore-lattice")
-@click.option("--cmvn-opts", default="", help="Kaldi's cmvn_opts, e.g. '--norm-vars=false'.")
-@click.option("--delta-order", type=int, default=2, show_default=True)
-@transform_options
+@feature_pipeline_options()
 @click.option("--acwt", type=float, default=0.083333, show_default=True,
               help="Acoustic scale of the 1-best written to the hypotheses table.")
 @click.option("--word-symbol-table", type=click.Path(exists=True, dir_okay=False),
@@ -54,8 +52,7 @@ def rescore_acoustics(arcs: LatticeArcs, loglikes: np.ndarray, tid2pdf: np.ndarr
 @click.argument("lattices", type=click.Path(dir_okay=False, exists=True))
 @click.argument("data", type=click.Path(file_okay=False, exists=True))
 @click.argument("lattice_out", type=click.Path(dir_okay=False))
-def gmm_rescore_lattice_cli(cmvn_opts, delta_order, splice_opts, transform, speaker_transforms,
-                            utt2spk, acwt, word_symbol_table, hyp_out, model, lattices, data,
+def gmm_rescore_lattice_cli(features, acwt, word_symbol_table, hyp_out, model, lattices, data,
                             lattice_out):
     """Kaldi's gmm-rescore-lattice: replace the acoustic costs of the lattices LATTICES
     (lat.JOB.gz, state-level, as gmm-decode writes them) by those of MODEL on the features of
@@ -65,19 +62,16 @@ def gmm_rescore_lattice_cli(cmvn_opts, delta_order, splice_opts, transform, spea
     from emasr.decode.gmm_loglikes import gmm_loglikes, stack_gmms
     from emasr.decode.lattice_best import best_paths
     from emasr.decode.lattice_io import LatticeArchiveWriter, read_lattices, to_kaldifst
-    from emasr.gmm.feature_options import options_from
     from emasr.gmm.inputs import check_model_dim, iter_features
     from emasr.gmm.model_io import read_model
     from emasr.io.table import write_table
 
     try:
         kaldi_model = read_model(model)
-        options = options_from(cmvn_opts, delta_order, splice_opts, transform,
-                               speaker_transforms, utt2spk)
-        check_model_dim(model, kaldi_model.am_gmm.dim, data, options)
+        check_model_dim(model, kaldi_model.am_gmm.dim, data, features)
         old = list(read_lattices(lattices))          # LATTICE_OUT may be LATTICES
         wanted = {utt for utt, _ in old}
-        feats = {utt: (x, problem) for utt, x, problem in iter_features(data, options)
+        feats = {utt: (x, problem) for utt, x, problem in iter_features(data, features)
                  if utt in wanted}
     except (ValueError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None

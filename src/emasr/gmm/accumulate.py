@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import click
 import numpy as np
 
-from emasr.gmm.feature_options import options_from, transform_options
+from emasr.gmm.feature_options import feature_pipeline_options
 from emasr.gmm.inputs import FeatureOptions, SkipCounter, check_model_dim, iter_aligned_features
 from emasr.gmm.model_io import read_model
 from emasr.io.atomic import atomic_write
@@ -180,25 +180,29 @@ class SpeakerLogDet:
                      self.total / max(self.frames, 1), self.frames)
 
 
+def aligned_stats_arguments(command):
+    """What the statistics commands over alignments take: the feature pipeline, --max-skipped,
+    MODEL DATA ALI STATS_OUT."""
+    for decorator in reversed([
+            feature_pipeline_options(),
+            click.option("--max-skipped", type=float, default=0.1, show_default=True,
+                         help="Fail when more than this fraction of utterances cannot be used."),
+            click.argument("model", type=click.Path(dir_okay=False, exists=True)),
+            click.argument("data", type=click.Path(file_okay=False, exists=True)),
+            click.argument("ali", type=click.Path(dir_okay=False, exists=True)),
+            click.argument("stats_out", type=click.Path(dir_okay=False))]):
+        command = decorator(command)
+    return command
+
+
 @click.command("gmm-acc-stats-ali")
-@click.option("--cmvn-opts", default="", help="Kaldi's cmvn_opts, e.g. '--norm-vars=false'.")
-@click.option("--delta-order", type=int, default=2, show_default=True)
-@transform_options
-@click.option("--max-skipped", type=float, default=0.1, show_default=True,
-              help="Fail when more than this fraction of utterances cannot be used.")
-@click.argument("model", type=click.Path(dir_okay=False, exists=True))
-@click.argument("data", type=click.Path(file_okay=False, exists=True))
-@click.argument("ali", type=click.Path(dir_okay=False, exists=True))
-@click.argument("stats_out", type=click.Path(dir_okay=False))
-def acc_stats_ali_cli(cmvn_opts, delta_order, splice_opts, transform, speaker_transforms,
-                      utt2spk, max_skipped, model, data, ali, stats_out):
+@aligned_stats_arguments
+def acc_stats_ali_cli(features, max_skipped, model, data, ali, stats_out):
     """Accumulate GMM and transition statistics for MODEL from the alignments ALI (ali.JOB.gz)
     of the data dir DATA (features with CMVN and deltas, or CMVN, splicing and --transform),
     into STATS_OUT (one job's .acc)."""
     try:
-        options = options_from(cmvn_opts, delta_order, splice_opts, transform,
-                               speaker_transforms, utt2spk)
-        stats = accumulate_alignments(model, data, ali, options, max_skipped)
+        stats = accumulate_alignments(model, data, ali, features, max_skipped)
     except (ValueError, RuntimeError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
     stats.save(stats_out)
@@ -239,25 +243,14 @@ def accumulate_twofeats(model_path: str, data_dir: str, ali_path: str, options: 
 
 
 @click.command("gmm-acc-stats-twofeats")
-@click.option("--cmvn-opts", default="", help="Kaldi's cmvn_opts, e.g. '--norm-vars=false'.")
-@click.option("--delta-order", type=int, default=2, show_default=True)
-@transform_options
-@click.option("--max-skipped", type=float, default=0.1, show_default=True,
-              help="Fail when more than this fraction of utterances cannot be used.")
-@click.argument("model", type=click.Path(dir_okay=False, exists=True))
-@click.argument("data", type=click.Path(file_okay=False, exists=True))
-@click.argument("ali", type=click.Path(dir_okay=False, exists=True))
-@click.argument("stats_out", type=click.Path(dir_okay=False))
-def acc_stats_twofeats_cli(cmvn_opts, delta_order, splice_opts, transform, speaker_transforms,
-                           utt2spk, max_skipped, model, data, ali, stats_out):
+@aligned_stats_arguments
+def acc_stats_twofeats_cli(features, max_skipped, model, data, ali, stats_out):
     """Kaldi's gmm-acc-stats-twofeats as train_sat.sh runs it: Gaussian posteriors of MODEL on
     the features of DATA through the whole pipeline (with --speaker-transforms, the adapted
     features), statistics of the same pipeline without the speaker transforms (the
     speaker-independent features), from the alignments ALI, into STATS_OUT (one job's .acc)."""
     try:
-        options = options_from(cmvn_opts, delta_order, splice_opts, transform,
-                               speaker_transforms, utt2spk)
-        stats = accumulate_twofeats(model, data, ali, options, max_skipped)
+        stats = accumulate_twofeats(model, data, ali, features, max_skipped)
     except (ValueError, RuntimeError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
     stats.save(stats_out)

@@ -23,7 +23,7 @@ import click
 import kaldiio
 import numpy as np
 
-from emasr.gmm.feature_options import options_from, transform_options
+from emasr.gmm.feature_options import feature_pipeline_options
 from emasr.gmm.inputs import SkipCounter, check_dim, check_model_dim, iter_features, read_text
 from emasr.gmm.model_io import KaldiModel, read_model, read_tree
 from emasr.gmm.training_graphs import GraphCompiler, LangDir, TranscriptError
@@ -91,9 +91,7 @@ def equal_alignment(graph, num_frames: int, seed: int) -> np.ndarray | None:
 @click.option("--self-loop-scale", type=float, default=0.1, show_default=True)
 @click.option("--boost-silence", type=float, default=1.0, show_default=True,
               help="Multiply the weights of the silence pdfs by this before aligning.")
-@click.option("--cmvn-opts", default="", help="Kaldi's cmvn_opts.")
-@click.option("--delta-order", type=int, default=2, show_default=True)
-@transform_options
+@feature_pipeline_options()
 @click.option("--max-failed", type=float, default=0.1, show_default=True,
               help="Fail when more than this fraction of the utterances cannot be aligned.")
 @click.argument("model", type=click.Path(dir_okay=False, exists=True))
@@ -102,20 +100,17 @@ def equal_alignment(graph, num_frames: int, seed: int) -> np.ndarray | None:
 @click.argument("data", type=click.Path(file_okay=False, exists=True))
 @click.argument("ali_out", type=click.Path(dir_okay=False))
 def gmm_align_cli(equal, beam, retry_beam, careful, acoustic_scale, transition_scale,
-                  self_loop_scale, boost_silence, cmvn_opts, delta_order, splice_opts,
-                  transform, speaker_transforms, utt2spk, max_failed, model, tree, lang, data,
+                  self_loop_scale, boost_silence, features, max_failed, model, tree, lang, data,
                   ali_out):
     """Align the utterances of the data dir DATA (its text and features) with MODEL and TREE
     over LANG's L.fst; write ALI_OUT (ali.JOB.gz). Features: CMVN, deltas, or for an LDA system
     --delta-order 0 --splice-opts ... --transform final.mat."""
     try:
-        options = options_from(cmvn_opts, delta_order, splice_opts, transform,
-                               speaker_transforms, utt2spk)
         lang_dir = LangDir.load(lang)
         kaldi_model = read_model(model)
         texts = read_text(data)
         if not equal:  # an equal alignment does not score the features
-            check_model_dim(model, kaldi_model.am_gmm.dim, data, options)
+            check_model_dim(model, kaldi_model.am_gmm.dim, data, features)
     except (ValueError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
     aligner = Aligner(kaldi_model, read_tree(tree), lang_dir, beam, retry_beam, careful,
@@ -125,7 +120,7 @@ def gmm_align_cli(equal, beam, retry_beam, careful, acoustic_scale, transition_s
     writer = AlignmentWriter(ali_out)
     ok = False
     try:
-        for index, (utt, feats, problem) in enumerate(iter_features(data, options)):
+        for index, (utt, feats, problem) in enumerate(iter_features(data, features)):
             problem = problem or check_dim(feats, kaldi_model.am_gmm.dim)
             if problem is None and utt not in texts:
                 problem = "no transcript in text"

@@ -9,6 +9,8 @@ CMVN -> deltas.
 """
 from __future__ import annotations
 
+import functools
+
 import click
 
 from emasr.gmm.inputs import FeatureOptions, check_model_dim, feature_dim
@@ -32,35 +34,46 @@ def transform_options(command):
     return command
 
 
-def options_from(cmvn_opts: str, delta_order: int, splice_opts: str, transform: str | None,
-                 speaker_transforms: str | None, utt2spk: str | None) -> FeatureOptions:
-    return FeatureOptions.parse(cmvn_opts, delta_order, splice_opts=splice_opts,
-                                transform=transform, speaker_transforms=speaker_transforms,
-                                utt2spk=utt2spk)
+def feature_pipeline_options(delta_order: int = 2,
+                             cmvn_help: str = "Kaldi's cmvn_opts, e.g. '--norm-vars=false'."):
+    """The whole feature pipeline of a GMM step as options (--cmvn-opts, --delta-order and
+    transform_options), handed to the command as one FeatureOptions `features`; a bad
+    --cmvn-opts stops with a one-line error naming it."""
+    def decorate(command):
+        @functools.wraps(command)
+        def run(cmvn_opts, delta_order, splice_opts, transform, speaker_transforms, utt2spk,
+                **kwargs):
+            try:
+                features = FeatureOptions.parse(
+                    cmvn_opts, delta_order, splice_opts=splice_opts, transform=transform,
+                    speaker_transforms=speaker_transforms, utt2spk=utt2spk)
+            except ValueError as err:
+                raise click.ClickException(str(err)) from None
+            return command(features=features, **kwargs)
+        run = transform_options(run)
+        run = click.option("--delta-order", type=int, default=delta_order,
+                           show_default=True)(run)
+        return click.option("--cmvn-opts", default="", help=cmvn_help)(run)
+    return decorate
 
 
 @click.command("feat-to-dim")
-@click.option("--cmvn-opts", default="", help="Kaldi's cmvn_opts (no effect on the dimension; "
-              "accepted so a step passes its options unchanged).")
-@click.option("--delta-order", type=int, default=0, show_default=True)
-@transform_options
+@feature_pipeline_options(delta_order=0, cmvn_help="Kaldi's cmvn_opts (no effect on the "
+                          "dimension; accepted so a step passes its options unchanged).")
 @click.option("--model", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Fail, naming the files, unless this Kaldi GMM model has that dimension.")
 @click.argument("data", type=click.Path(file_okay=False, exists=True))
-def feat_to_dim_cli(cmvn_opts, delta_order, splice_opts, transform, speaker_transforms, utt2spk,
-                    model, data):
+def feat_to_dim_cli(features, model, data):
     """Print the dimension of the features of the data dir DATA after the pipeline given by
     the options (Kaldi's feat-to-dim on the steps' feature pipe); with --model, check it."""
     try:
-        options = options_from(cmvn_opts, delta_order, splice_opts, transform,
-                               speaker_transforms, utt2spk)
         if model:
             from emasr.gmm.model_io import read_model
             am_gmm = read_model(model).am_gmm
             if am_gmm is None:
                 raise ValueError(f"{model}: a transition model only (no GMMs)")
-            check_model_dim(model, am_gmm.dim, data, options)
-        dim, _ = feature_dim(data, options)
+            check_model_dim(model, am_gmm.dim, data, features)
+        dim, _ = feature_dim(data, features)
     except (ValueError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
     click.echo(dim)

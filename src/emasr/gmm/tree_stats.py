@@ -17,7 +17,7 @@ import click
 import numpy as np
 
 from emasr.ali.convert import SUBSAMPLE_AT
-from emasr.gmm.feature_options import options_from, transform_options
+from emasr.gmm.feature_options import feature_pipeline_options
 from emasr.gmm.inputs import FeatureOptions, SkipCounter, feature_dim, iter_aligned_features
 from emasr.gmm.transitions import TransitionTable, load_transition_table
 from emasr.io.atomic import atomic_write
@@ -151,9 +151,7 @@ def read_csl(path: str | None) -> set[int]:
 @click.command("acc-tree-stats")
 @click.option("--ci-phones", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Context-independent phones, colon-separated (phones/context_indep.csl).")
-@click.option("--cmvn-opts", default="", help="Kaldi's cmvn_opts.")
-@click.option("--delta-order", type=int, default=2, show_default=True)
-@transform_options
+@feature_pipeline_options()
 @click.option("--frame-subsampling-factor", "factor", type=int, default=1, show_default=True,
               help="Keep one frame in F, after every other stage (Kaldi chain's "
               "subsample-feats): the alignments are at 1/F of the features' rate.")
@@ -165,19 +163,16 @@ def read_csl(path: str | None) -> set[int]:
 @click.argument("data", type=click.Path(file_okay=False, exists=True))
 @click.argument("ali", type=click.Path(dir_okay=False, exists=True))
 @click.argument("stats_out", type=click.Path(dir_okay=False))
-def acc_tree_stats_cli(ci_phones, cmvn_opts, delta_order, splice_opts, transform,
-                       speaker_transforms, utt2spk, factor, subsample_at, max_skipped, model,
-                       data, ali, stats_out):
+def acc_tree_stats_cli(ci_phones, features, factor, subsample_at, max_skipped, model, data,
+                       ali, stats_out):
     """Accumulate single-Gaussian stats per (pdf class, left, centre, right phone) from the
     alignments ALI of data dir DATA made with MODEL, into STATS_OUT (JOB.treeacc). The features
     need not have MODEL's dimension (LDA features, a network tree's); MODEL's transition model
     is all that is read of it."""
     try:
-        options = options_from(cmvn_opts, delta_order, splice_opts, transform,
-                               speaker_transforms, utt2spk)
-        options = dataclasses.replace(
-            options, subsample=(factor, subsample_offset(factor, subsample_at)))
-        stats = accumulate_tree_stats(model, data, ali, options, read_csl(ci_phones),
+        features = dataclasses.replace(
+            features, subsample=(factor, subsample_offset(factor, subsample_at)))
+        stats = accumulate_tree_stats(model, data, ali, features, read_csl(ci_phones),
                                       max_skipped)
     except (ValueError, RuntimeError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
