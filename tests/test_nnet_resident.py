@@ -13,8 +13,8 @@ from emasr.nnet.data import Source, TrainingData, make_chunks, shard, utterances
 from emasr.nnet.resident import ResidentData
 from emasr.nnet.trainer import make_pipeline, open_targets
 from nnet_synthetic import DIM, NUM_PDFS, TINY_DNN, TINY_LSTM
-from test_nnet_train import problem, state_dicts_equal, train  # noqa: F401
-from test_virtual_workers import records, run_ok
+from test_nnet_train import problem, train  # noqa: F401
+from test_virtual_workers import assert_mid_epoch_resume_is_exact, records, run_ok
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -127,23 +127,7 @@ def test_training_with_the_resident_loader_learns(problem, tmp_path, extra):
 def test_resume_of_a_resident_run_is_exact(problem, tmp_path, tiny):
     base = tiny + RESIDENT + ["sync.ema_decay=0.9", "model.dropout=0.2", "train.epochs=2",
                               "train.checkpoint_every_blocks=3"]
-    run_ok(train(problem, tmp_path / "a", base), tmp_path / "a")
-    # interrupted after the first mid-epoch checkpoint: drop every later one and the results
-    run_ok(train(problem, tmp_path / "b", base), tmp_path / "b")
-    root = tmp_path / "b" / "checkpoints"
-    assert (root / "epoch000-block000003" / "state.pt").is_file()
-    for d in root.iterdir():
-        if d.name != "epoch000-block000003":
-            for f in d.iterdir():
-                f.unlink()
-            d.rmdir()
-    for name in ("final.pt", "ema.pt"):
-        (tmp_path / "b" / name).unlink()
-    run_ok(train(problem, tmp_path / "b", base, resume=True), tmp_path / "b")
-    for name in ("final.pt", "ema.pt"):
-        assert state_dicts_equal(tmp_path / "a" / name, tmp_path / "b" / name), name
-    assert [(r["loss"], r["lr"]) for r in records(tmp_path / "a", "block")] == \
-        [(r["loss"], r["lr"]) for r in records(tmp_path / "b", "block")]
+    assert_mid_epoch_resume_is_exact(problem, tmp_path, base)
     # where the shard lives may change on resume; the loader may not
     moved = train(problem, tmp_path / "b", base + ["data.resident_memory=host", "train.epochs=3"],
                   resume=True)

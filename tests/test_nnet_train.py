@@ -4,6 +4,7 @@ import copy
 import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -146,6 +147,18 @@ def state_dicts_equal(a, b):
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
+def interrupt_after(exp, kept: str, results: list[str]) -> None:
+    """Make the finished run `exp` look interrupted after its checkpoint `kept`: every other
+    checkpoint and the result files go."""
+    root = exp / "checkpoints"
+    assert (root / kept / "state.pt").is_file()
+    for d in root.iterdir():
+        if d.name != kept:
+            shutil.rmtree(d)
+    for name in results:
+        (exp / name).unlink()
+
+
 @pytest.mark.parametrize("tiny", [TINY_DNN, TINY_LSTM], ids=["dnn", "lstm"])
 def test_resume_is_exact(problem, tmp_path, tiny):
     base = tiny + ["sync.strategy=single", "sync.ema_decay=0.9", "train.schedule=newbob",
@@ -161,14 +174,7 @@ def test_resume_is_exact(problem, tmp_path, tiny):
     # mid-epoch: checkpoint every 3 blocks, drop everything after the first one, resume
     mid = base + ["train.epochs=2", "train.checkpoint_every_blocks=3"]
     assert train(problem, tmp_path / "c", mid).exit_code == 0
-    root = tmp_path / "c" / "checkpoints"
-    kept = "epoch000-block000003"
-    for d in os.listdir(root):
-        if d != kept:
-            for f in os.listdir(root / d):
-                os.unlink(root / d / f)
-            os.rmdir(root / d)
-    os.unlink(tmp_path / "c" / "final.pt")
+    interrupt_after(tmp_path / "c", "epoch000-block000003", ["final.pt"])
     assert train(problem, tmp_path / "c", mid, resume=True).exit_code == 0
     assert state_dicts_equal(tmp_path / "a" / "final.pt", tmp_path / "c" / "final.pt")
     assert state_dicts_equal(tmp_path / "a" / "ema.pt", tmp_path / "c" / "ema.pt")

@@ -13,7 +13,8 @@ from emasr.nnet.models import build_model
 from emasr.nnet.workers import LoopWorkers, StackedWorkers, can_stack
 from conftest import REPO, run_script
 from nnet_synthetic import TINY_DNN, TINY_LSTM
-from test_nnet_train import problem, saved_vector, state_dicts_equal, train  # noqa: F401
+from test_nnet_train import (interrupt_after, problem, saved_vector,  # noqa: F401
+                             state_dicts_equal, train)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -92,29 +93,28 @@ def test_two_by_two_virtual_workers_match_four_real_workers(problem, tmp_path):
     assert last["bytes_reduced"] == records(real, "epoch")[-1]["bytes_reduced"]
 
 
-@pytest.mark.parametrize("tiny", [TINY_DNN, TINY_LSTM], ids=["dnn-stacked", "lstm-loop"])
-def test_resume_of_virtual_workers_is_exact(problem, tmp_path, tiny):
-    base = tiny + PER_WORKER + ["sync.strategy=bmuf", "sync.ema_decay=0.9",
-                                "dist.workers_per_process=2", "train.epochs=2",
-                                "train.checkpoint_every_blocks=3"]
+def assert_mid_epoch_resume_is_exact(problem, tmp_path, base):
+    """Train `base` (checkpoints every 3 blocks, an EMA) in a/ and in b/; b/ interrupted after
+    its first mid-epoch checkpoint and resumed must end as a/ did. Returns that checkpoint."""
     run_ok(train(problem, tmp_path / "a", base), tmp_path / "a")
-    # interrupted after the first mid-epoch checkpoint: drop every later one and the results
     run_ok(train(problem, tmp_path / "b", base), tmp_path / "b")
-    root = tmp_path / "b" / "checkpoints"
-    files = sorted(p.name for p in (root / "epoch000-block000003").iterdir())
-    assert files == ["rank0.pt", "rank1.pt", "state.pt"]   # one file per virtual worker
-    for d in root.iterdir():
-        if d.name != "epoch000-block000003":
-            for f in d.iterdir():
-                f.unlink()
-            d.rmdir()
-    for name in ("final.pt", "ema.pt"):
-        (tmp_path / "b" / name).unlink()
+    interrupt_after(tmp_path / "b", "epoch000-block000003", ["final.pt", "ema.pt"])
     run_ok(train(problem, tmp_path / "b", base, resume=True), tmp_path / "b")
     for name in ("final.pt", "ema.pt"):
         assert state_dicts_equal(tmp_path / "a" / name, tmp_path / "b" / name), name
     assert [(r["loss"], r["lr"]) for r in records(tmp_path / "a", "block")] == \
         [(r["loss"], r["lr"]) for r in records(tmp_path / "b", "block")]
+    return tmp_path / "b" / "checkpoints" / "epoch000-block000003"
+
+
+@pytest.mark.parametrize("tiny", [TINY_DNN, TINY_LSTM], ids=["dnn-stacked", "lstm-loop"])
+def test_resume_of_virtual_workers_is_exact(problem, tmp_path, tiny):
+    base = tiny + PER_WORKER + ["sync.strategy=bmuf", "sync.ema_decay=0.9",
+                                "dist.workers_per_process=2", "train.epochs=2",
+                                "train.checkpoint_every_blocks=3"]
+    kept = assert_mid_epoch_resume_is_exact(problem, tmp_path, base)
+    files = sorted(p.name for p in kept.iterdir())
+    assert files == ["rank0.pt", "rank1.pt", "state.pt"]   # one file per virtual worker
 
 
 def tiny_model(tiny, **extra):
