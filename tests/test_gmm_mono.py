@@ -229,3 +229,22 @@ def test_boundary_error_against_known_timings(tmp_path):
     assert sorted(by_phone) == ["<end>", "N", "Y"]
     assert "mean 40.0 ms, median 40.0 ms, within 20 ms 0.0%, signed mean -40.0 ms" in by_phone["N"]
     assert "mean 20.0 ms" in by_phone["Y"] and "mean 20.0 ms" in by_phone["<end>"]
+    # each phone's constant offset taken out (N's 40 ms, the others' 20), nothing is left
+    lines = run(timings(320), "--phone-offsets")
+    assert lines[3] == ("without each phone's median offset mean 0.0 ms, median 0.0 ms, "
+                        "within 20 ms 100.0%, signed mean +0.0 ms")
+    # per SNR band: the noisy utterances have N 40 ms off, the clean ones 20 ms
+    records = [clean if i % 2 else noisy
+               for i, (clean, noisy) in enumerate(zip(timings(160), timings(320)))]
+    for i, record in enumerate(records):
+        record["conditions"] = {"snr_db": 20.0 if i % 2 else 2.0}
+    lines = run(records, "--by-snr", "5 15")
+    assert lines[3].startswith("SNR [-inf, 5) dB: boundaries ")
+    assert "within 20 ms 100.0%" not in lines[3]
+    assert lines[4].startswith("SNR [15, inf) dB: ") and lines[4].endswith(
+        "mean 20.0 ms, median 20.0 ms, within 20 ms 100.0%, signed mean -20.0 ms")
+    assert len(lines) == 5   # no utterance in [5, 15)
+    result = CliRunner().invoke(boundary_error_cli, [
+        "--silence", "SIL", "--by-snr", "five", str(tmp_path), str(LANG / "phones.txt"),
+        str(tmp_path / "timings.jsonl")])
+    assert result.exit_code != 0 and "'five': expected SNR edges" in result.output

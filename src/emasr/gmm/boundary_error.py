@@ -7,11 +7,18 @@ does; silence phones are dropped. Where the two phone sequences agree, each phon
 last phone's end of the alignment (frame t at t * frame_shift) is compared with the synthesizer's;
 the mean absolute difference is the boundary error, also per phone (the phone a boundary starts).
 Utterances whose sequences differ are counted and left out.
+
+The synthesizer's boundaries are espeak's phoneme events, which follow espeak's own conventions
+(where a vowel event falls in the formant transition, how much of a closure an affricate gets), so
+part of the error is a constant offset per phone. ``--phone-offsets`` measures what is left once
+each phone's median signed error is taken out; ``--by-snr`` splits the error by the simulated
+noise level of the utterances.
 """
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -38,13 +45,20 @@ def utterance_boundaries(segments: list[tuple[str, float, float]]) -> np.ndarray
     return np.array([s for _, s, _ in segments] + [segments[-1][2]])
 
 
+@dataclass
+class BoundaryErrors:
+    errors: np.ndarray   # signed, in seconds, ours minus the synthesizer's
+    labels: list[str]    # the phone each boundary starts, END_LABEL for an utterance's last end
+    snr: np.ndarray      # the simulated SNR (dB) of each boundary's utterance (NaN: not recorded)
+    compared: int        # utterances compared
+    left_out: int        # utterances whose phone sequences differ
+
+
 def boundary_errors(ali_dir: Path, timings: list[Path], phones_txt: Path, silence: set[str],
-                    frame_shift: float) -> tuple[np.ndarray, list[str], int, int]:
-    """(signed boundary errors in seconds, ours minus the synthesizer's; the phone each boundary
-    starts, END_LABEL for an utterance's last phone end; utterances compared; left out)."""
+                    frame_shift: float) -> BoundaryErrors:
     names = {int(i): p for p, i in (line.split() for line in read_lines(phones_txt))}
     table = load_transition_table(ali_dir / "final.mdl")
-    truth = {}
+    truth, snr_of = {}, {}
     for timing_file in timings:
         with open(timing_file, encoding="utf-8") as f:
             for line in f:
@@ -52,7 +66,8 @@ def boundary_errors(ali_dir: Path, timings: list[Path], phones_txt: Path, silenc
                 rate = float(record["sample_rate"])
                 truth[record["utt"]] = [(p, s / rate, e / rate) for p, s, e in record["phones"]
                                         if p not in silence]
-    errors, labels, compared, left_out = [], [], 0, 0
+                snr_of[record["utt"]] = record.get("conditions", {}).get("snr_db", np.nan)
+    errors, labels, snr, compared, left_out = [], [], [], 0, 0
     for path in sorted(ali_dir.glob("ali.*.gz")):
         for utt, alignment in iter_alignment_file(path):
             reference = truth.get(utt)
@@ -63,8 +78,10 @@ def boundary_errors(ali_dir: Path, timings: list[Path], phones_txt: Path, silenc
                 continue
             errors.append(utterance_boundaries(ours) - utterance_boundaries(reference))
             labels += [p for p, _, _ in ours] + [END_LABEL]
+            snr += [snr_of[utt]] * (len(ours) + 1)
             compared += 1
-    return (np.concatenate(errors) if errors else np.zeros(0)), labels, compared, left_out
+    return BoundaryErrors(np.concatenate(errors) if errors else np.zeros(0), labels,
+                          np.asarray(snr, dtype=float), compared, left_out)
 
 
 def summary(errors: np.ndarray) -> str:
@@ -75,15 +92,38 @@ def summary(errors: np.ndarray) -> str:
             f"{1000 * errors.mean():+.1f} ms")
 
 
+def by_phone(errors: np.ndarray, labels: list[str]) -> dict[str, np.ndarray]:
+    groups: dict[str, list[float]] = {}
+    for label, error in zip(labels, errors):
+        groups.setdefault(label, []).append(error)
+    return {label: np.asarray(e) for label, e in groups.items()}
+
+
+def without_phone_offsets(errors: np.ndarray, labels: list[str]) -> np.ndarray:
+    """The errors less the median signed error of their phone (a per-phone convention)."""
+    medians = {label: np.median(e) for label, e in by_phone(errors, labels).items()}
+    return errors - np.array([medians[label] for label in labels])
+
+
+def snr_bands(result: BoundaryErrors, edges: list[float]) -> list[str]:
+    """Lines for the boundaries of utterances in each SNR band [edges[i], edges[i+1])."""
+    bounds = [-np.inf, *edges, np.inf]
+    lines = []
+    for low, high in zip(bounds[:-1], bounds[1:]):
+        inside = (result.snr >= low) & (result.snr < high)
+        if inside.any():
+            lines.append(f"SNR [{low:g}, {high:g}) dB: boundaries {int(inside.sum())}: "
+                         f"{summary(result.errors[inside])}")
+    return lines
+
+
 def worst_phones(errors: np.ndarray, labels: list[str], count: int) -> list[str]:
     """Lines for the `count` phones whose start boundaries add up to the most absolute error."""
-    by_phone: dict[str, list[float]] = {}
-    for label, error in zip(labels, errors):
-        by_phone.setdefault(label, []).append(error)
-    ranked = sorted(by_phone.items(), key=lambda item: -np.abs(item[1]).sum())[:count]
+    ranked = sorted(by_phone(errors, labels).items(),
+                    key=lambda item: -np.abs(item[1]).sum())[:count]
     total = np.abs(errors).sum()
     return [f"{label} boundaries {len(e)} ({np.abs(e).sum() / total:.1%} of the error): "
-            f"{summary(np.asarray(e))}" for label, e in ranked]
+            f"{summary(e)}" for label, e in ranked]
 
 
 @click.command("ali-boundary-error")
@@ -93,21 +133,40 @@ def worst_phones(errors: np.ndarray, labels: list[str], count: int) -> list[str]
 @click.option("--by-phone", type=int, default=0, show_default=True,
               help="Also print the N phones whose start boundaries carry the most error "
                    f"({END_LABEL}: utterance ends).")
+@click.option("--phone-offsets", is_flag=True,
+              help="Also print the error once each phone's median signed error is taken out "
+                   "(what a per-phone timing convention of the synthesizer explains).")
+@click.option("--by-snr", default="", help="Also print the error per band of the utterances' "
+              "simulated SNR, between these edges in dB, e.g. '5 10 15'.")
 @click.argument("ali_dir", type=click.Path(file_okay=False, exists=True))
 @click.argument("phones", type=click.Path(dir_okay=False, exists=True))
 @click.argument("timings", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True))
-def boundary_error_cli(silence, frame_shift, by_phone, ali_dir, phones, timings):
+def boundary_error_cli(silence, frame_shift, by_phone, phone_offsets, by_snr, ali_dir, phones,
+                       timings):
     """Mean phone-boundary error (ms) of the alignments in ALI_DIR against the synthesizer's
     TIMINGS (timings/<set>.jsonl files of the simulated corpus); PHONES is the lang's phones.txt.
     The signed mean (ours minus the synthesizer's) shows an offset of one against the other."""
-    errors, labels, compared, left_out = boundary_errors(
-        Path(ali_dir), [Path(t) for t in timings], Path(phones), set(silence.split(",")),
-        frame_shift)
-    if not compared:
+    try:
+        edges = [float(v) for v in by_snr.split()]
+    except ValueError:
+        raise click.BadParameter(f"'{by_snr}': expected SNR edges in dB, e.g. '5 10 15'",
+                                 param_hint="--by-snr") from None
+    result = boundary_errors(Path(ali_dir), [Path(t) for t in timings], Path(phones),
+                             set(silence.split(",")), frame_shift)
+    if not result.compared:
         raise click.ClickException(f"no utterance of {ali_dir} has the phone sequence of "
-                                   f"{timings} ({left_out} left out)")
-    click.echo(f"utterances compared {compared}, left out {left_out}")
-    click.echo(f"boundaries {len(errors)}")
-    click.echo(f"boundary error {summary(errors)}")
-    for line in worst_phones(errors, labels, by_phone):
+                                   f"{timings} ({result.left_out} left out)")
+    click.echo(f"utterances compared {result.compared}, left out {result.left_out}")
+    click.echo(f"boundaries {len(result.errors)}")
+    click.echo(f"boundary error {summary(result.errors)}")
+    if phone_offsets:
+        click.echo("without each phone's median offset "
+                   f"{summary(without_phone_offsets(result.errors, result.labels))}")
+    if edges:
+        if np.isnan(result.snr).all():
+            raise click.ClickException(f"{timings}: no utterance records its SNR "
+                                       "(conditions.snr_db)")
+        for line in snr_bands(result, edges):
+            click.echo(line)
+    for line in worst_phones(result.errors, result.labels, by_phone):
         click.echo(line)
