@@ -229,12 +229,20 @@ def virtual_workers(problem, root: str, args, results: dict) -> None:
     threads = min(k * args.threads, os.cpu_count() or 1)
     virtual = run_workers(problem, os.path.join(root, f"exp_virtual_{k}"), 1, args, "bmuf",
                           per_process=k, threads=threads)
-    fps = {name: r["frames"] / r["seconds_train"]
-           for name, r in (("virtual", virtual), ("processes", results[k]), ("one", results[1]))}
-    print(f"(e) {k} virtual workers in 1 process ({threads} threads) {fps['virtual']:.0f} "
-          f"frames/s; {k} processes ({args.threads} thread(s) each) {fps['processes']:.0f}: "
-          f"{fps['virtual'] / fps['processes']:.2f}x; 1 worker {fps['one']:.0f}: "
-          f"{fps['virtual'] / fps['one']:.2f}x (one epoch each)")
+    runs = [("virtual", virtual), ("processes", results[k]), ("one", results[1])]
+    if threads != args.threads:   # one worker given the cores the virtual workers had
+        runs.append(("one_as_many_threads",
+                     run_workers(problem, os.path.join(root, f"exp_1_threads{threads}"), 1, args,
+                                 "single", threads=threads)))
+    fps = {name: r["frames"] / r["seconds_train"] for name, r in runs}
+    line = (f"(e) {k} virtual workers in 1 process ({threads} threads) {fps['virtual']:.0f} "
+            f"frames/s; {k} processes ({args.threads} thread(s) each) {fps['processes']:.0f}: "
+            f"{fps['virtual'] / fps['processes']:.2f}x; 1 worker ({args.threads} thread(s)) "
+            f"{fps['one']:.0f}: {fps['virtual'] / fps['one']:.2f}x")
+    if "one_as_many_threads" in fps:
+        line += (f"; 1 worker ({threads} threads) {fps['one_as_many_threads']:.0f}: "
+                 f"{fps['virtual'] / fps['one_as_many_threads']:.2f}x")
+    print(line + " (one epoch each)")
 
 
 def main() -> None:
