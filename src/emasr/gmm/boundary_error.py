@@ -92,7 +92,7 @@ def summary(errors: np.ndarray) -> str:
             f"{1000 * errors.mean():+.1f} ms")
 
 
-def by_phone(errors: np.ndarray, labels: list[str]) -> dict[str, np.ndarray]:
+def errors_by_phone(errors: np.ndarray, labels: list[str]) -> dict[str, np.ndarray]:
     groups: dict[str, list[float]] = {}
     for label, error in zip(labels, errors):
         groups.setdefault(label, []).append(error)
@@ -101,7 +101,7 @@ def by_phone(errors: np.ndarray, labels: list[str]) -> dict[str, np.ndarray]:
 
 def without_phone_offsets(errors: np.ndarray, labels: list[str]) -> np.ndarray:
     """The errors less the median signed error of their phone (a per-phone convention)."""
-    medians = {label: np.median(e) for label, e in by_phone(errors, labels).items()}
+    medians = {label: np.median(e) for label, e in errors_by_phone(errors, labels).items()}
     return errors - np.array([medians[label] for label in labels])
 
 
@@ -119,7 +119,7 @@ def snr_bands(result: BoundaryErrors, edges: list[float]) -> list[str]:
 
 def worst_phones(errors: np.ndarray, labels: list[str], count: int) -> list[str]:
     """Lines for the `count` phones whose start boundaries add up to the most absolute error."""
-    ranked = sorted(by_phone(errors, labels).items(),
+    ranked = sorted(errors_by_phone(errors, labels).items(),
                     key=lambda item: -np.abs(item[1]).sum())[:count]
     total = np.abs(errors).sum()
     return [f"{label} boundaries {len(e)} ({np.abs(e).sum() / total:.1%} of the error): "

@@ -1,7 +1,8 @@
-"""The feature-pipeline options every GMM step takes beyond ``--cmvn-opts`` and
-``--delta-order`` (an LDA system's splicing and ``final.mat``, a SAT system's per-speaker
-transforms), and ``emasr feat-to-dim``, which the shell steps run before any work to check that a
-model and the pipeline agree on the dimension.
+"""The feature-pipeline options of the GMM steps: ``transform_options`` (an LDA system's splicing
+and ``final.mat``, a SAT system's per-speaker transforms), ``feature_pipeline_options`` (those
+with ``--cmvn-opts`` and ``--delta-order``, parsed into one FeatureOptions), and ``emasr
+feat-to-dim``, which the shell steps run before any work to check that a model and the pipeline
+agree on the dimension.
 
 The steps decide the pipeline as Kaldi's scripts do, from the model dir (steps/lib/gmm_feats.sh):
 a dir with ``final.mat`` reads CMVN -> splice ``splice_opts`` -> ``final.mat``, any other
