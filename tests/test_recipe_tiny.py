@@ -133,7 +133,16 @@ def comparable(results: str, arch: str) -> list[str]:
             cells[14] = " time "   # the train time (s) column
             line = "|".join(cells)
         keep.append(line)
-    return keep
+    return drop_empty_sections(keep)
+
+
+def drop_empty_sections(lines: list[str]) -> list[str]:
+    """The non-blank lines less the "## " headers left without lines (the other architecture's
+    grid warnings make a "## Scoring protocol" section that a one-architecture run lacks)."""
+    lines = [line for line in lines if line.strip()]
+    return [line for at, line in enumerate(lines)
+            if not (line.startswith("## ") and (at + 1 == len(lines)
+                                               or lines[at + 1].startswith("## ")))]
 
 
 def interrupt_when(recipe: Path, args: list[str], ready, what: str, timeout: float = 900) -> None:
