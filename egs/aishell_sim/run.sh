@@ -54,6 +54,9 @@ nnet_train_opts=    # extra options of steps/nnet/train.sh, e.g. multi-node torc
 gmm_systems=        # the GMM ladder, a prefix of "mono tri1 tri2 tri3" (tri1: deltas, tri2:
                     # LDA+MLLT, tri3: SAT with per-speaker fMLLR), each trained on the one before;
                     # the last one's alignments make the network targets (default: per profile)
+fmllr_opts=         # tri3's fMLLR, given to train_sat.sh, align_fmllr.sh and decode_fmllr.sh, e.g.
+                    # "--fmllr-update-type diag --fmllr-min-count 100" (default: Kaldi's, a full
+                    # transform for speakers of more than 500 frames)
 gmm_topology=kaldi  # the GMMs' HMMs: kaldi (3 states, 10 ms, Kaldi's; the networks get a tree of
                     # their own) | skip (a phone can pass in one frame: the GMM tree and HCLG can
                     # serve the networks at 30 ms, with --nnet-tree-leaves 0)
@@ -111,6 +114,8 @@ Options:
   --gmm-systems 'mono tri1 tri2 tri3'  the GMM ladder (default per profile: tiny 'mono tri1',
                                 small 'mono tri1 tri2', large all four); the last one's
                                 alignments make the network targets
+  --fmllr-opts '--fmllr-update-type diag --fmllr-min-count 100'   tri3's fMLLR (default
+                                Kaldi's: full, 500 frames)
   --gmm-topology kaldi|skip     the GMMs' HMM topology (default $gmm_topology; skip: one frame
                                 per phone possible, as the networks' topology)
   --nnet-tree-leaves N          the networks' own tree of N leaves at 30 ms (default: as many as
@@ -254,9 +259,9 @@ stage_settings() {
     1) key_values profile cmvn_per_utt ;;
     2) key_values profile lm_text gmm_topology ;;
     4) key_values profile mono_subset mono_totgauss mono_opts ;;
-    5) key_values profile num_leaves tri_totgauss gmm_systems ;;
+    5) key_values profile num_leaves tri_totgauss gmm_systems fmllr_opts ;;
     6) key_values profile gmm_decode_opts gmm_scoring_opts gmm_decode_sets gmm_systems \
-         nnet_tree_leaves ;;
+         nnet_tree_leaves fmllr_opts ;;
     7) key_values profile targets_opts gmm_systems nnet_tree_leaves ;;
     *) key_values profile ;;
   esac
@@ -417,11 +422,12 @@ if stage_on 5 && begin_stage 5 "triphone GMMs ($gmm_systems); alignments of trai
   esac
   case " $gmm_systems " in *" tri3 "*)
     run steps/align_si.sh --cmd "$train_cmd" --nj "$nj" data/train data/lang exp/tri2 exp/tri2_ali
-    run steps/train_sat.sh --cmd "$train_cmd" --num-leaves "$num_leaves" \
+    # shellcheck disable=SC2086
+    run steps/train_sat.sh --cmd "$train_cmd" --num-leaves "$num_leaves" $fmllr_opts \
       --totgauss "$tri_totgauss" data/train data/lang exp/tri2_ali exp/tri3 ;;
   esac
   align=steps/align_si.sh
-  [ "$nnet_gmm" = tri3 ] && align=steps/align_fmllr.sh   # its speakers' transforms first
+  [ "$nnet_gmm" = tri3 ] && align="steps/align_fmllr.sh $fmllr_opts"   # its speakers' transforms first
   # dev is aligned too: the networks' dev frame accuracy needs dev targets
   run utils/combine_data.sh data/train_dev data/train data/dev
   run $align --cmd "$train_cmd" --nj "$nj" data/train_dev data/lang "exp/$nnet_gmm" \
@@ -441,7 +447,7 @@ if stage_on 6 && begin_stage 6 "graphs and GMM decoding of '$gmm_decode_sets'"; 
       continue
     run utils/mkgraph.sh "$gmm_lang" "exp/$sys" "exp/$sys/graph"
     decode=steps/decode.sh
-    [ "$sys" = tri3 ] && decode=steps/decode_fmllr.sh   # two passes: SI, then fMLLR
+    [ "$sys" = tri3 ] && decode="steps/decode_fmllr.sh $fmllr_opts"   # SI, then fMLLR
     for x in $gmm_decode_sets; do
       # shellcheck disable=SC2086
       run $decode --cmd "$decode_cmd" --nj "$nj" $gmm_decode_opts \
