@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . ./path.sh
-exec python -m pytest -q "$@"
+exec python -m pytest -q --durations=20 "$@"
