@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -10,6 +11,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = (REPO / ".." / "shared" / "fixtures").resolve()
 YESNO = FIXTURES / "kaldi_yesno"
+
+# The tests that interrupt a recipe or a step as Ctrl-C does need their processes to start with
+# SIGINT at its default, as from a terminal. A test run started in the background of a script
+# (`cmd &`, nohup) inherits SIGINT ignored, its children too, and a shell cannot trap a signal that
+# was ignored when it started: those tests would fail there. A handler (not SIG_IGN) here makes
+# every child start with the default again (exec resets handled signals, not ignored ones).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
