@@ -35,9 +35,10 @@ stop_on_signal() {
 run() {
   # run CMD...: log the command, then run it (set -e stops the recipe when it fails).
   # The command runs in the background and the shell waits for it with the `wait` builtin, which a
-  # trapped signal always interrupts: a foreground command's INT trap runs only when bash decides,
-  # racily, that the command did not handle the signal itself. The subshell gives the command back
-  # the SIGINT that bash takes from background commands, and the recipe's stdin.
+  # trapped signal interrupts at once (POSIX): the trap does not depend on bash's rules for a
+  # foreground child that caught SIGINT itself. The subshell gives the command back the SIGINT
+  # that bash takes from background commands, and the recipe's stdin. (A recipe started with
+  # SIGINT ignored, e.g. under nohup, keeps ignoring it: a shell cannot trap it then.)
   current_command="$*"
   log "running: $*"
   (trap - INT; exec "$@") <&0 &
