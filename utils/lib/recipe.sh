@@ -16,35 +16,18 @@ log() {
 }
 
 current_command=
-step_pid=
 trap 'rc=$?; log "FAILED (exit $rc): ${current_command:-$BASH_COMMAND}; the log to read is named above"' ERR
 # Ctrl-C or a kill stops the recipe once the running command has ended. Without these traps bash
 # goes on to the next command whenever that command's process exited normally after the signal
 # (a Python step that caught it, or got it while exiting with 0), as if nothing had happened.
-trap 'stop_on_signal INT 130' INT
-trap 'stop_on_signal TERM 143' TERM
-
-stop_on_signal() {
-  # stop_on_signal NAME STATUS: log, let the running step end (it got the signal too when it came
-  # from the terminal or a killpg), then exit
-  log "interrupted (SIG$1) in: ${current_command:-$BASH_COMMAND}"
-  if [ -n "$step_pid" ]; then wait "$step_pid" || true; fi
-  exit "$2"
-}
+trap 'log "interrupted (SIGINT) in: ${current_command:-$BASH_COMMAND}"; exit 130' INT
+trap 'log "interrupted (SIGTERM) in: ${current_command:-$BASH_COMMAND}"; exit 143' TERM
 
 run() {
-  # run CMD...: log the command, then run it (set -e stops the recipe when it fails).
-  # The command runs in the background and the shell waits for it with the `wait` builtin, which a
-  # trapped signal interrupts at once (POSIX): the trap does not depend on bash's rules for a
-  # foreground child that caught SIGINT itself. The subshell gives the command back the SIGINT
-  # that bash takes from background commands, and the recipe's stdin. (A recipe started with
-  # SIGINT ignored, e.g. under nohup, keeps ignoring it: a shell cannot trap it then.)
+  # run CMD...: log the command, then run it (set -e stops the recipe when it fails)
   current_command="$*"
   log "running: $*"
-  (trap - INT; exec "$@") <&0 &
-  step_pid=$!
-  wait "$step_pid"
-  step_pid=
+  "$@"
   current_command=
 }
 
