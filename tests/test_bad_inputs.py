@@ -191,6 +191,28 @@ def test_corrupt_model_in_nnet_forward_names_the_file(problem, trained, tmp_path
     assert not os.path.exists(tmp_path / "ll.ark")
 
 
+def test_check_compatible_reads_a_network_without_torch_and_names_a_corrupt_one(
+        problem, trained, tmp_path):
+    """check-compatible reads the network's plain values from the file's pickle alone: the same
+    num_pdfs and config as torch.load gives, and a clear error for a truncated file."""
+    from emasr.nnet.file_header import read_plain_values
+
+    final = os.path.join(trained, "final.pt")
+    header, full = read_plain_values(final), checkpoint.load(final)
+    assert header["num_pdfs"] == full["num_pdfs"] > 0
+    assert header["model_config"] == full["model_config"] and header["kind"] == "global"
+    assert emasr(["check-compatible", "--network", final, "--targets", problem[0]]).exit_code == 0
+    other = tmp_path / "other.pt"
+    checkpoint.save({**full, "num_pdfs": full["num_pdfs"] + 1}, str(other))
+    result = emasr(["check-compatible", "--network", str(other), "--targets", problem[0]])
+    assert result.exit_code != 0 and f"{other} has {full['num_pdfs'] + 1}:" in result.output
+    data = open(final, "rb").read()
+    (tmp_path / "cut.pt").write_bytes(data[:len(data) // 2])
+    result = emasr(["check-compatible", "--network", str(tmp_path / "cut.pt")])
+    assert result.exit_code != 0
+    assert f"cannot read {tmp_path / 'cut.pt'} (truncated or corrupt" in result.output
+
+
 # -- a diverging run -----------------------------------------------------------------------
 def test_diverging_training_stops_instead_of_writing_a_nan_model(problem, tmp_path):
     exp = tmp_path / "exp"

@@ -1,7 +1,11 @@
-"""The recipe's whole GMM ladder and the networks' own tree on the tiny profile, stages 5-7 on the
-default run's data and monophones (tests/test_recipe_tiny.py checks the topologies): mono -> tri1
-(deltas) -> tri2 (LDA+MLLT) -> tri3 (SAT), dev decoded by each (tri3 in two passes), and the
-network targets from tri3's alignments converted to a network tree at 30 ms with its own HCLG."""
+"""The recipe's GMM ladder past tri1 and the networks' own tree on the tiny profile, stages 5-7 on
+the default run's data and monophones (tests/test_recipe_tiny.py checks the topologies): mono ->
+tri1 (deltas) -> tri2 (LDA+MLLT), dev decoded by each, and the network targets from tri2's
+alignments converted to a network tree at 30 ms with its own HCLG.
+
+tri3 (SAT) is left out for CI time (it doubles this test): tests/test_sat.py runs its steps
+(train_sat.sh, align_fmllr.sh, decode_fmllr.sh) on yesno, and egs/aishell_sim/ladder/run.sh runs the
+recipe's tri3 stages on the small profile."""
 from __future__ import annotations
 
 import re
@@ -11,10 +15,10 @@ import pytest
 from conftest import run_script
 from emasr.ali.targets import load_targets
 from emasr.gmm.model_io import read_model, read_tree
-from emasr.transform.matrix_io import read_matrix, read_matrix_table
+from emasr.transform.matrix_io import read_matrix
 from recipe_helpers import recipe_copy, reuse_stages
 
-LADDER = ("mono", "tri1", "tri2", "tri3")
+LADDER = ("mono", "tri1", "tri2")
 
 
 @pytest.mark.slow
@@ -36,13 +40,12 @@ def test_tiny_gmm_ladder_and_network_tree(tiny_run, tmp_path):
         cer[system] = float(re.search(r"%WER ([\d.]+) \[", line).group(1))
     # every triphone system improves on the monophones (dev CER, best on dev)
     assert all(cer[system] < cer["mono"] for system in LADDER[1:]), cer
-    # tri2 reads its features through final.mat, tri3 adds per-utterance fMLLR transforms
+    # tri2 reads its features through final.mat, and so do its alignments' consumers
     lda = read_matrix(exp / "tri2/final.mat")
     assert lda.shape[0] == 40 and read_model(exp / "tri2/final.mdl").am_gmm.dim == 40
-    transforms = read_matrix_table(f"ark:{exp / 'tri3/trans.1'}")
-    assert transforms and all(m.shape == (40, 41) for m in transforms.values())
-    assert (exp / "tri3/final.alimdl").is_file() and (exp / "tri3/decode_dev.si").is_dir()
-    assert (exp / "tri3_ali_train_dev/trans.1").is_file()
+    assert read_matrix(exp / "tri2_ali_train_dev/final.mat").shape == lda.shape
+    assert re.search(r"running: steps/nnet/build_tree.sh .* exp/tri2_ali exp/nnet_tree\n",
+                     result.stdout)
     # the targets are the network tree's, at a third of the frame rate, and its HCLG is built
     tree = read_tree(exp / "nnet_tree/tree")
     targets = load_targets(exp / "nnet/targets")

@@ -75,13 +75,15 @@ def graph_pdfs(graph_dir: str) -> PdfCount:
 
 
 def network_pdfs(path: str) -> PdfCount:
-    from emasr.nnet import checkpoint
+    from emasr.nnet.file_header import FileHeaderError, read_plain_values
 
     if not os.path.isfile(path):
         raise CompatError(f"expected file {path} to exist")
     try:
-        return PdfCount(path, int(checkpoint.load(path)["num_pdfs"]))
-    except (KeyError, TypeError):
+        return PdfCount(path, int(read_plain_values(path)["num_pdfs"]))
+    except FileHeaderError as err:
+        raise CompatError(str(err)) from None
+    except (KeyError, TypeError, ValueError):
         raise CompatError(f"{path}: expected a network file with num_pdfs") from None
 
 
