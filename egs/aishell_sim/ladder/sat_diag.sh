@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# tri3 (SAT) with a transform that can move on one-utterance pseudo-speakers, against tri2, on the
+# small profile (docs/gmm.md): in its own work dir (exp/sat_work, the default run's exp/ left as
+# it is), the corpus simulated as the default run's, mono -> tri1 -> tri2 -> tri3 on Kaldi's 3-state
+# topology with diagonal fMLLR and --fmllr-min-count 100 (Kaldi's defaults: full, 500), then tri2
+# (steps/decode.sh) and tri3 (steps/decode_fmllr.sh, two passes) decoded on dev and test, and the
+# two compared at each one's dev-chosen LM weight and penalty (emasr compare-cer). About 75 minutes
+# on 2 cores; every piece resumes (run.sh's done markers, the decode dirs' best_cer).
+set -euo pipefail
+
+fmllr_opts="--fmllr-update-type diag --fmllr-min-count 100"
+
+help_message="Usage: $0 [--fmllr-opts '...']
+tri2 against tri3 with --fmllr-opts (default '$fmllr_opts') in exp/sat_work; the comparison
+is printed and written to exp/sat_work/compare_tri2_tri3.txt."
+. "$(dirname "$0")/../utils/parse_options.sh"
+[ $# -eq 0 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
+cd "$(dirname "$0")/.."
+
+w=exp/sat_work
+mkdir -p "$w"
+for f in conf steps utils local cmd.sh; do
+  [ -e "$w/$f" ] || ln -s "$PWD/$f" "$w/$f"
+done
+# the recipe's path.sh finds the repository from its own location: here, name it
+echo ". \"$(cd ../.. && pwd)/path.sh\"" > "$w/path.sh"
+./run.sh --workdir "$w" --gmm-systems "mono tri1 tri2 tri3" --fmllr-opts "$fmllr_opts" \
+  --gmm-decode-sets "" --stop-stage 5
+
+cd "$w"
+. ./path.sh
+scoring=(--scoring-opts "--min-lmwt 1 --max-lmwt 17 --word-ins-penalty 0.0,0.5")
+for sys in tri2 tri3; do
+  [ -f "exp/$sys/graph/HCLG.fst" ] || utils/mkgraph.sh data/lang_test "exp/$sys" "exp/$sys/graph"
+  for x in dev test; do
+    [ -f "exp/$sys/decode_$x/scoring_kaldi/best_cer" ] && continue
+    if [ "$sys" = tri3 ]; then
+      # shellcheck disable=SC2086
+      steps/decode_fmllr.sh $fmllr_opts --nj 2 --beam 11 --lattice-beam 5 "${scoring[@]}" \
+        "exp/$sys/graph" "data/$x" "exp/$sys/decode_$x"
+    else
+      steps/decode.sh --nj 2 --beam 11 --lattice-beam 5 "${scoring[@]}" \
+        "exp/$sys/graph" "data/$x" "exp/$sys/decode_$x"
+    fi
+  done
+done
+
+# each system's LM weight and penalty chosen on dev (best_cer names cer_<lmwt>_<penalty>)
+hyp() {   # hyp SYSTEM SET: the SET hypotheses at SYSTEM's dev-chosen setting
+  local best lmwt penalty
+  best=$(awk '{print $NF}' "exp/$1/decode_dev/scoring_kaldi/best_cer")
+  best=${best##*/cer_}
+  lmwt=${best%_*} penalty=${best#*_}
+  echo "exp/$1/decode_$2/scoring_kaldi/penalty_$penalty/$lmwt.txt"
+}
+for x in dev test; do
+  echo "== $x, each system at its dev-chosen LM weight and penalty (fMLLR: $fmllr_opts)"
+  emasr compare-cer "data/$x/text" "$(hyp tri2 "$x")" "$(hyp tri3 "$x")"
+done | tee compare_tri2_tri3.txt
