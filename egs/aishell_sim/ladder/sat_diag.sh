@@ -12,7 +12,8 @@ fmllr_opts="--fmllr-update-type diag --fmllr-min-count 100"
 
 help_message="Usage: $0 [--fmllr-opts '...']
 tri2 against tri3 with --fmllr-opts (default '$fmllr_opts') in exp/sat_work; the comparison
-is printed and written to exp/sat_work/compare_tri2_tri3.txt."
+is printed and written to exp/sat_work/compare_tri2_tri3.txt; then a DNN on the network tree of
+tri3's alignments, reported in ladder/sat_diag/RESULTS.md."
 . "$(dirname "$0")/../utils/parse_options.sh"
 [ $# -eq 0 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
 cd "$(dirname "$0")/.."
@@ -24,9 +25,11 @@ for f in conf steps utils local cmd.sh; do
 done
 # the recipe's path.sh finds the repository from its own location: here, name it
 echo ". \"$(cd ../.. && pwd)/path.sh\"" > "$w/path.sh"
-./run.sh --workdir "$w" --gmm-systems "mono tri1 tri2 tri3" --fmllr-opts "$fmllr_opts" \
-  --gmm-decode-sets "" --stop-stage 5
+ladder=(--workdir "$w" --gmm-systems "mono tri1 tri2 tri3" --fmllr-opts "$fmllr_opts"
+        --gmm-decode-sets "")
+./run.sh "${ladder[@]}" --stop-stage 5
 
+(
 cd "$w"
 . ./path.sh
 scoring=(--scoring-opts "--min-lmwt 1 --max-lmwt 17 --word-ins-penalty 0.0,0.5")
@@ -57,3 +60,8 @@ for x in dev test; do
   echo "== $x, each system at its dev-chosen LM weight and penalty (fMLLR: $fmllr_opts)"
   emasr compare-cer "data/$x/text" "$(hyp tri2 "$x")" "$(hyp tri3 "$x")"
 done | tee compare_tri2_tri3.txt
+)
+
+mkdir -p ladder/sat_diag
+./run.sh "${ladder[@]}" --archs dnn --strategies single --seeds 1 --results ladder/sat_diag/RESULTS.md \
+  --title "Results: the small profile's DNN on the network tree of tri3 with diagonal fMLLR per utterance"
