@@ -24,15 +24,7 @@ tri3 alignments (exp/ladder_work), against the same DNN on the skip topology's t
 cd "$(dirname "$0")/.."
 network=(--archs dnn --strategies single --seeds 1)
 
-workdir() {
-  # workdir DIR: a work dir for run.sh --workdir, its shared parts linked to the recipe's
-  mkdir -p "$1"
-  for f in conf steps utils local cmd.sh; do
-    [ -e "$1/$f" ] || ln -s "$PWD/$f" "$1/$f"
-  done
-  # the recipe's path.sh finds the repository from its own location: here, name it
-  echo ". \"$(cd ../.. && pwd)/path.sh\"" > "$1/path.sh"
-}
+. ladder/workdir.sh   # workdir DIR
 
 if [ "$baseline" = true ]; then
   workdir exp/ladder_skip_work

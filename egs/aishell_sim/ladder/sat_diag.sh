@@ -18,13 +18,9 @@ tri3's alignments, reported in ladder/sat_diag/RESULTS.md."
 [ $# -eq 0 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
 cd "$(dirname "$0")/.."
 
+. ladder/workdir.sh   # workdir DIR
 w=exp/sat_work
-mkdir -p "$w"
-for f in conf steps utils local cmd.sh; do
-  [ -e "$w/$f" ] || ln -s "$PWD/$f" "$w/$f"
-done
-# the recipe's path.sh finds the repository from its own location: here, name it
-echo ". \"$(cd ../.. && pwd)/path.sh\"" > "$w/path.sh"
+workdir "$w"
 ladder=(--workdir "$w" --gmm-systems "mono tri1 tri2 tri3" --fmllr-opts "$fmllr_opts"
         --gmm-decode-sets "")
 ./run.sh "${ladder[@]}" --stop-stage 5
@@ -37,14 +33,11 @@ for sys in tri2 tri3; do
   [ -f "exp/$sys/graph/HCLG.fst" ] || utils/mkgraph.sh data/lang_test "exp/$sys" "exp/$sys/graph"
   for x in dev test; do
     [ -f "exp/$sys/decode_$x/scoring_kaldi/best_cer" ] && continue
-    if [ "$sys" = tri3 ]; then
-      # shellcheck disable=SC2086
-      steps/decode_fmllr.sh $fmllr_opts --nj 2 --beam 11 --lattice-beam 5 "${scoring[@]}" \
-        "exp/$sys/graph" "data/$x" "exp/$sys/decode_$x"
-    else
-      steps/decode.sh --nj 2 --beam 11 --lattice-beam 5 "${scoring[@]}" \
-        "exp/$sys/graph" "data/$x" "exp/$sys/decode_$x"
-    fi
+    decode=steps/decode.sh
+    [ "$sys" = tri3 ] && decode="steps/decode_fmllr.sh $fmllr_opts"   # SI, then fMLLR
+    # shellcheck disable=SC2086
+    $decode --nj 2 --beam 11 --lattice-beam 5 "${scoring[@]}" "exp/$sys/graph" "data/$x" \
+      "exp/$sys/decode_$x"
   done
 done
 
