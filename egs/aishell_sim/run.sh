@@ -54,9 +54,11 @@ nnet_train_opts=    # extra options of steps/nnet/train.sh, e.g. multi-node torc
 gmm_systems=        # the GMM ladder, a prefix of "mono tri1 tri2 tri3" (tri1: deltas, tri2:
                     # LDA+MLLT, tri3: SAT with per-speaker fMLLR), each trained on the one before;
                     # the last one's alignments make the network targets (default: per profile)
-fmllr_opts=         # tri3's fMLLR, given to train_sat.sh, align_fmllr.sh and decode_fmllr.sh, e.g.
-                    # "--fmllr-update-type diag --fmllr-min-count 100" (default: Kaldi's, a full
-                    # transform for speakers of more than 500 frames)
+fmllr_opts=         # tri3's fMLLR, given to train_sat.sh, align_fmllr.sh and decode_fmllr.sh.
+                    # Default with --cmvn-per-utt (one-utterance pseudo-speakers of 130-500
+                    # frames): "--fmllr-update-type diag --fmllr-min-count 100", which beat tri2;
+                    # Kaldi's (a full transform for speakers of more than 500 frames) kept every
+                    # transform the identity there (docs/gmm.md). Otherwise Kaldi's.
 gmm_topology=kaldi  # the GMMs' HMMs: kaldi (3 states, 10 ms, Kaldi's; the networks get a tree of
                     # their own) | skip (a phone can pass in one frame: the GMM tree and HCLG can
                     # serve the networks at 30 ms, with --nnet-tree-leaves 0)
@@ -114,8 +116,8 @@ Options:
   --gmm-systems 'mono tri1 tri2 tri3'  the GMM ladder (default per profile: tiny 'mono tri1',
                                 small 'mono tri1 tri2', large all four); the last one's
                                 alignments make the network targets
-  --fmllr-opts '--fmllr-update-type diag --fmllr-min-count 100'   tri3's fMLLR (default
-                                Kaldi's: full, 500 frames)
+  --fmllr-opts '--fmllr-update-type full --fmllr-min-count 500'   tri3's fMLLR (default
+                                with --cmvn-per-utt: diag, 100 frames; otherwise Kaldi's: full, 500)
   --gmm-topology kaldi|skip     the GMMs' HMM topology (default $gmm_topology; skip: one frame
                                 per phone possible, as the networks' topology)
   --nnet-tree-leaves N          the networks' own tree of N leaves at 30 ms (default: as many as
@@ -186,8 +188,8 @@ case "$profile" in
     : "${nj:=2}" "${num_workers:=8}" "${seeds:=1}" "${epochs:=3}" "${block_size:=16}"
     : "${ema_half_life_frames:=90000}" "${last_k:=2}" "${mono_totgauss:=1000}" "${num_leaves:=1200}"
     : "${tri_totgauss:=10000}" "${mono_subset:=2000}"
-    # tri3 (SAT) is left to ladder/run.sh: with one-utterance pseudo-speakers its fMLLR transforms
-    # stay the identity (too few frames each) and it was no better than tri2 (docs/gmm.md)
+    # tri3 (SAT) is left to ladder/run.sh: its training, fMLLR alignment and two-pass decodes
+    # (about 35 min on 2 cores) do not fit the 90 minutes with the networks (docs/gmm.md)
     : "${gmm_systems:=mono tri1 tri2}"
     mono_opts=
     targets_opts=
@@ -222,6 +224,12 @@ esac
 # not after the training
 emasr report --select --strategies "$strategies" > /dev/null
 : "${cmvn_per_utt:=$simulate}"
+case " $gmm_systems " in *" tri3 "*)
+  # one-utterance pseudo-speakers are too short for Kaldi's full transforms (docs/gmm.md)
+  if [ "$cmvn_per_utt" = true ]; then
+    : "${fmllr_opts:=--fmllr-update-type diag --fmllr-min-count 100}"
+  fi ;;
+esac
 sets="train dev test"
 gmm_lang=data/lang_test
 case " $gmm_systems " in
