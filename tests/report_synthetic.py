@@ -130,5 +130,5 @@ def make_gmm_system(root: str, name: str, refs: dict[str, dict[str, str]], error
     exp_dir = os.path.join(root, name)
     for set_name, texts in refs.items():
         write_scored_decode(os.path.join(exp_dir, f"decode_{set_name}"), texts,
-                            corrupt(texts, {u: errors_per_utt for u in texts}), form="per_utt")
+                            corrupt(texts, {u: errors_per_utt for u in texts}))
     return exp_dir

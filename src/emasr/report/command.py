@@ -31,7 +31,7 @@ def make_report(exp_dirs: list[str], out: str, plot_dir: str, archs: list[str],
                 title: str) -> str:
     from emasr.report.markdown import render
     from emasr.report.plots import write_plots
-    from emasr.report.rows import build_rows, comparisons, gmm_summary
+    from emasr.report.rows import build_rows, comparisons, gmm_summary, ladder_probabilities
     from emasr.report.systems import read_exp_dirs
 
     networks, gmms = read_exp_dirs(exp_dirs)
@@ -39,8 +39,8 @@ def make_report(exp_dirs: list[str], out: str, plot_dir: str, archs: list[str],
     gmm_rows = [(g.name, gmm_summary(g, replications)) for g in gmms]
     plots = write_plots(networks, archs, plot_dir, bench, rows)
     out_dir = os.path.dirname(os.path.abspath(out))
-    text = render(title, notes, rows, gmm_rows, comparisons(rows, replications), plots,
-                  [g.exp_dir for g in gmms], out_dir)
+    text = render(title, notes, rows, gmm_rows, ladder_probabilities(gmm_rows, replications),
+                  comparisons(rows, replications), plots, [g.exp_dir for g in gmms], out_dir)
     with atomic_write(out) as f:
         f.write(text)
     return text

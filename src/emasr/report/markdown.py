@@ -81,18 +81,22 @@ def network_section(rows: list[Row]) -> list[str]:
         table(NETWORK_HEADER, [network_row(r, rows) for r in rows])
 
 
-def gmm_section(gmms: list[tuple[str, dict[str, CerSummary]]]) -> list[str]:
+def gmm_section(gmms: list[tuple[str, dict[str, CerSummary]]],
+                ladder: list[float | None]) -> list[str]:
+    """The GMM systems in ladder order; `ladder[i]`: P(system i has the lower test CER than
+    system i - 1 on the same utterances)."""
     lines = ["## GMM-HMM baselines", ""]
     if not gmms:
         return lines + [f"GMM systems: {NOT_RUN}."]
     body = [[system, cer_cell(cer.get("dev")) if cer else NOT_RUN,
              cer_cell(cer.get("test")) if cer else NOT_RUN, setting_cell(cer.get("dev")),
+             fmt(p_better, ".3f"),
              fmt(cer["test_best"].cer if "test_best" in cer else None, ".2f"),
              "/".join(str(cer[s].failed) if s in cer else "-" for s in ("dev", "test"))]
-            for system, cer in gmms]
+            for (system, cer), p_better in zip(gmms, ladder)]
     return lines + table(["system", "dev CER (%) [95% CI]", "test CER (%) [95% CI]",
-                          "LM weight, penalty (dev)", "test CER best on test (%)",
-                          "failed utts dev/test"], body)
+                          "LM weight, penalty (dev)", "P(test better than the system above)",
+                          "test CER best on test (%)", "failed utts dev/test"], body)
 
 
 def comparison_section(comparisons: list[Comparison]) -> list[str]:
@@ -138,7 +142,8 @@ def run_section(rows: list[Row], gmm_dirs: list[str], out_dir: str) -> list[str]
 
 
 def render(title: str, notes: list[str], rows: list[Row],
-           gmms: list[tuple[str, dict[str, CerSummary]]], comparisons: list[Comparison],
+           gmms: list[tuple[str, dict[str, CerSummary]]], ladder: list[float | None],
+           comparisons: list[Comparison],
            plots: dict[str, str], gmm_dirs: list[str], out_dir: str) -> str:
     lines = [f"# {title}", ""]
     if notes:
@@ -148,6 +153,6 @@ def render(title: str, notes: list[str], rows: list[Row],
     if warnings:
         lines += ["## Scoring protocol", ""] + warnings + [""]
     lines += ["## What agrees and what disagrees with the paper", ""] + findings(rows, comparisons)
-    lines += [""] + gmm_section(gmms) + [""] + comparison_section(comparisons) + [""]
+    lines += [""] + gmm_section(gmms, ladder) + [""] + comparison_section(comparisons) + [""]
     lines += plot_section(plots, out_dir) + [""] + run_section(rows, gmm_dirs, out_dir)
     return "\n".join(lines).rstrip() + "\n"
