@@ -42,9 +42,29 @@ def feature_options(command):
         click.option("--utt2spk", default=None, type=click.Path(dir_okay=False, exists=True),
                      help="utt2spk for --speaker-transforms (default: the data dir's)."),
     ]
-    for option in reversed(options):
-        command = option(command)
-    return command
+    return stacked(options)(command)
+
+
+def stacked(decorators: list):
+    """The decorators as if written one above the other in this order."""
+    def decorate(command):
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+    return decorate
+
+
+def aligned_inputs(output: str):
+    """The options and arguments of a command that reads features with their alignments:
+    the feature pipeline, silence weighting, --max-skipped, MODEL FEATS ALI and `output`."""
+    return stacked([
+        feature_options, silence_options(0.0),
+        click.option("--max-skipped", type=float, default=0.1, show_default=True,
+                     help="Fail when more than this fraction of utterances cannot be used."),
+        click.argument("model", type=click.Path(dir_okay=False, exists=True)),
+        click.argument("feats"),
+        click.argument("ali", type=click.Path(dir_okay=False, exists=True)),
+        click.argument(output, type=click.Path(dir_okay=False))])
 
 
 def silence_options(default_weight: float):
@@ -109,14 +129,7 @@ def load_model(path: str) -> GmmModel:
 # -- LDA --
 
 @click.command("acc-lda")
-@feature_options
-@silence_options(0.0)
-@click.option("--max-skipped", type=float, default=0.1, show_default=True,
-              help="Fail when more than this fraction of utterances cannot be used.")
-@click.argument("model", type=click.Path(dir_okay=False, exists=True))
-@click.argument("feats")
-@click.argument("ali", type=click.Path(dir_okay=False, exists=True))
-@click.argument("acc_out", type=click.Path(dir_okay=False))
+@aligned_inputs("acc_out")
 @clean_errors
 def acc_lda_cli(cmvn_opts, delta_order, splice_opts, transform, speaker_transforms, utt2spk,
                 silence_phones, silence_weight, max_skipped, model, feats, ali, acc_out):
@@ -175,14 +188,7 @@ def est_lda_cli(dim, remove_offset, within_class_factor, allow_large_dim, write_
 # -- MLLT --
 
 @click.command("gmm-acc-mllt")
-@feature_options
-@silence_options(0.0)
-@click.option("--max-skipped", type=float, default=0.1, show_default=True,
-              help="Fail when more than this fraction of utterances cannot be used.")
-@click.argument("model", type=click.Path(dir_okay=False, exists=True))
-@click.argument("feats")
-@click.argument("ali", type=click.Path(dir_okay=False, exists=True))
-@click.argument("acc_out", type=click.Path(dir_okay=False))
+@aligned_inputs("acc_out")
 @clean_errors
 def gmm_acc_mllt_cli(cmvn_opts, delta_order, splice_opts, transform, speaker_transforms,
                      utt2spk, silence_phones, silence_weight, max_skipped, model, feats, ali,
@@ -274,8 +280,7 @@ def write_gmm_model(path: str, model: GmmModel, binary: bool = True) -> None:
 # -- fMLLR --
 
 @click.command("gmm-est-fmllr")
-@feature_options
-@silence_options(0.0)
+@aligned_inputs("trans_out")
 @click.option("--spk2utt", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Estimate one transform per speaker of this spk2utt (default: per "
               "utterance, as Kaldi).")
@@ -292,12 +297,6 @@ def write_gmm_model(path: str, model: GmmModel, binary: bool = True) -> None:
 @click.option("--fmllr-min-count", type=float, default=500.0, show_default=True,
               help="Below this many (weighted) frames the transform stays the identity.")
 @click.option("--fmllr-num-iters", type=int, default=40, show_default=True)
-@click.option("--max-skipped", type=float, default=0.1, show_default=True,
-              help="Fail when more than this fraction of utterances cannot be used.")
-@click.argument("model", type=click.Path(dir_okay=False, exists=True))
-@click.argument("feats")
-@click.argument("ali", type=click.Path(dir_okay=False, exists=True))
-@click.argument("trans_out", type=click.Path(dir_okay=False))
 @clean_errors
 def gmm_est_fmllr_cli(cmvn_opts, delta_order, splice_opts, transform, speaker_transforms,
                       utt2spk, silence_phones, silence_weight, spk2utt, is_post, gpost_model,
