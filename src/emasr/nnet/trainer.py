@@ -273,17 +273,20 @@ class Trainer:
         result is the mean over all N); the rule and the EMA take it from there."""
         extras = torch.tensor([1.0 if next_ready else 0.0, *stats],
                               dtype=torch.float32, device=self.device)
-        vector = torch.cat([self.local_mean().float(), extras])
-        mean = self.comm.mean(vector)
-        restart = self.rule.step(mean[:-EXTRAS])
-        self.local.load_vector(restart)
+        local = self.local_mean().float()
+        if self.rule.communicates:
+            mean = self.comm.mean(torch.cat([local, extras]))
+            local, extras = mean[:-EXTRAS], mean[-EXTRAS:]
+        restart = self.rule.step(local)
+        if self.rule.communicates:   # `single`: the restart is the worker's own model already
+            self.local.load_vector(restart)
         self.counters["syncs"] += 1
-        self.counters["frames"] += float(mean[-1]) * self.workers
+        self.counters["frames"] += float(extras[-1]) * self.workers
         progress = self.progress()
         for averager in self.averagers.values():
             averager.update(self.rule.global_model, progress)
-        ready = float(mean[-EXTRAS]) > 1.0 - 0.5 / self.world
-        return ready, [float(v) for v in mean[-EXTRAS + 1:]]
+        ready = float(extras[0]) > 1.0 - 0.5 / self.world
+        return ready, [float(v) for v in extras[1:]]
 
     # -- evaluation and epoch end -------------------------------------------------------------
     def evaluate(self, vector: torch.Tensor) -> tuple[float, float]:

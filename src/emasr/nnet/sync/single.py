@@ -2,7 +2,8 @@
 where the global model is read (for the EMA and for evaluation): W_g <- the local model.
 
 With one worker that is model averaging over a single model, so the rule is MA's without the
-all-reduce (the trainer skips the collective when `communicates` is False)."""
+all-reduce: when `communicates` is False the trainer neither packs the model for a collective
+nor loads the restart (the worker's own model) back into it."""
 from __future__ import annotations
 
 from emasr.nnet.sync.ma import ModelAveraging
