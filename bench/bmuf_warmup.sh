@@ -2,7 +2,7 @@
 # BMUF at N workers (--num-workers, default 4) next to the same run with a block-momentum warm-up
 # (the first --warmup-blocks syncs as model averaging), with a lower block momentum (0.5), with a
 # 4 times shorter block (--block-size / 4: 4 times the syncs), and one worker: the dev loss and
-# frame accuracy per epoch of each (docs/recipe.md). The network is --nnet-config with
+# frame accuracy per epoch of each (docs/recipe.md); --variants picks some of them. The network is --nnet-config with
 # --set-opts on top (default: conf/nnet/dnn.yaml as it is, 6x1024, lr 0.1, tau 16, Nesterov,
 # eta = 1 - 1/N); the rate is constant unless --schedule says otherwise (default: the config's).
 # Inputs as a small-profile run leaves them, e.g. from egs/aishell_sim after stage 7:
@@ -22,12 +22,14 @@ block_size=16
 schedule=constant # constant | default (the config's schedule)
 nnet_config=      # default: conf/nnet/dnn.yaml
 set_opts=         # config overrides of every variant, e.g. "model.hidden_layers=8"
+variants="plain warmup eta0.5 tau single"   # which of the five runs to train
 # End configuration section.
 
 . "$(dirname "$0")/../utils/parse_options.sh"
 if [ $# -ne 4 ]; then
   echo "Usage: $0 [--epochs 2] [--num-workers 4] [--warmup-blocks 8] [--block-size 16]" \
        "[--schedule constant|default] [--nnet-config FILE] [--set-opts '...']" \
+       "[--variants '$variants']" \
        "<targets-dir> <train-data-dir> <dev-data-dir> <out-dir>" >&2
   exit 1
 fi
@@ -41,12 +43,13 @@ case "$schedule" in
   *) echo "$0: --schedule must be constant or default, not '$schedule'" >&2; exit 1 ;;
 esac
 n=$num_workers
-for variant in "bmuf$n|$n|bmuf|$block_size|" \
-               "bmuf${n}_warmup|$n|bmuf|$block_size|sync.warmup_blocks=$warmup_blocks" \
-               "bmuf${n}_eta0.5|$n|bmuf|$block_size|sync.block_momentum=0.5" \
-               "bmuf${n}_tau$((block_size / 4))|$n|bmuf|$((block_size / 4))|" \
-               "single|1|single|$block_size|"; do
-  IFS='|' read -r name workers strategy tau opts <<< "$variant"
+for variant in "plain|bmuf$n|$n|bmuf|$block_size|" \
+               "warmup|bmuf${n}_warmup|$n|bmuf|$block_size|sync.warmup_blocks=$warmup_blocks" \
+               "eta0.5|bmuf${n}_eta0.5|$n|bmuf|$block_size|sync.block_momentum=0.5" \
+               "tau|bmuf${n}_tau$((block_size / 4))|$n|bmuf|$((block_size / 4))|" \
+               "single|single|1|single|$block_size|"; do
+  IFS='|' read -r key name workers strategy tau opts <<< "$variant"
+  case " $variants " in *" $key "*) ;; *) continue ;; esac
   start=$SECONDS
   "$root/steps/nnet/train.sh" --nnet-config "$nnet_config" --num-workers "$workers" \
     --strategy "$strategy" --epochs "$epochs" --block-size "$tau" --set-opts "$set_opts $opts" \
