@@ -2,9 +2,9 @@
 # BMUF at N workers (--num-workers, default 4) next to the same run with a block-momentum warm-up
 # (the first --warmup-blocks syncs as model averaging), with a lower block momentum (0.5), with a
 # 4 times shorter block (--block-size / 4: 4 times the syncs), and one worker: the dev loss and
-# frame accuracy per epoch of each (docs/recipe.md); --variants picks some of them. The network is --nnet-config with
-# --set-opts on top (default: conf/nnet/dnn.yaml as it is, 6x1024, lr 0.1, tau 16, Nesterov,
-# eta = 1 - 1/N); the rate is constant unless --schedule says otherwise (default: the config's).
+# frame accuracy per epoch of each (docs/recipe.md); --variants picks some of them. The network
+# is --nnet-config with --set-opts on top (default: conf/nnet/dnn.yaml as it is, 6x1024, lr 0.1,
+# tau 16, Nesterov, eta = 1 - 1/N); the rate is constant unless --schedule default (the config's).
 # Inputs as a small-profile run leaves them, e.g. from egs/aishell_sim after stage 7:
 #   utils/subset_data_dir.sh data/train_fbank 1760 data/train_fbank_third
 #   bench/bmuf_warmup.sh exp/nnet/targets data/train_fbank_third data/dev_fbank exp/bmuf_warmup
