@@ -15,8 +15,9 @@ set -euo pipefail
 
 baseline=true
 nnet_tree_leaves=1200   # as many as the GMM trees of the small profile
+report_note=            # a line for ladder/RESULTS.md's notes (e.g. what shared the cores)
 
-help_message="Usage: $0 [--baseline true|false] [--nnet-tree-leaves N]
+help_message="Usage: $0 [--baseline true|false] [--nnet-tree-leaves N] [--report-note TEXT]
 The GMM ladder mono/tri1/tri2/tri3 on the 3-state topology and a DNN on a network tree of its
 tri3 alignments (exp/ladder_work), against the same DNN on the skip topology's targets
 (exp/ladder_skip_work); reports ladder/RESULTS.md and ladder/baseline/RESULTS.md."
@@ -39,4 +40,5 @@ workdir exp/ladder_work
 mkdir -p ladder
 ./run.sh --workdir exp/ladder_work --gmm-systems "mono tri1 tri2 tri3" --gmm-topology kaldi \
   --nnet-tree-leaves "$nnet_tree_leaves" "${network[@]}" --results ladder/RESULTS.md \
+  ${report_note:+--report-note "$report_note"} \
   --title "Results: the GMM ladder (3-state topology) and a DNN on the networks' own tree"
