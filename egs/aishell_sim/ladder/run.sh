@@ -3,9 +3,9 @@
 # its own (exp/ladder_work, the default run's exp/ left as it is), the corpus simulated as the
 # default run's (same seed), GMMs on Kaldi's 3-state topology, mono -> tri1 (deltas) -> tri2
 # (LDA+MLLT) -> tri3 (SAT, with run.sh's default for pseudo-speakers: a diagonal fMLLR transform
-# per utterance, from 100 frames), each decoded on dev and test; the networks' tree of 1200 leaves grown
-# from tri3's alignments at 30 ms; the small profile's DNN (3 x 512, one worker, seed 1) trained
-# on those targets. Report: ladder/RESULTS.md.
+# per utterance, from 100 frames), each decoded on dev and test; the networks' tree of 1200
+# leaves grown from tri3's alignments at 30 ms; the small profile's DNN (3 x 512, one worker,
+# seed 1) trained on those targets. Report: ladder/RESULTS.md.
 #
 # The baseline (--baseline true, the default): the same DNN on the targets of the skip topology
 # (a phone can pass in one frame; mono -> tri1, whose tree and HCLG the network shares), in
