@@ -273,11 +273,11 @@ class Trainer:
         result is the mean over all N); the rule and the EMA take it from there."""
         extras = torch.tensor([1.0 if next_ready else 0.0, *stats],
                               dtype=torch.float32, device=self.device)
-        local = self.local_mean().float()
+        average = self.local_mean().float()
         if self.rule.communicates:
-            mean = self.comm.mean(torch.cat([local, extras]))
-            local, extras = mean[:-EXTRAS], mean[-EXTRAS:]
-        restart = self.rule.step(local)
+            mean = self.comm.mean(torch.cat([average, extras]))
+            average, extras = mean[:-EXTRAS], mean[-EXTRAS:]
+        restart = self.rule.step(average)
         if self.rule.communicates:   # `single`: the restart is the worker's own model already
             self.local.load_vector(restart)
         self.counters["syncs"] += 1

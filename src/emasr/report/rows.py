@@ -13,7 +13,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from emasr.report.intervals import Interval, cer_interval, improvement_probability
+from emasr.report.intervals import Interval, Texts, cer_interval, improvement_probability
 from emasr.report.systems import (GmmSystem, NetworkRun, parse_label, select_runs,
                                   worker_counts)
 from emasr.report.scoring import ScoredDecode
@@ -173,36 +173,31 @@ class Comparison:
     seeds: int = 0               # seeds with both rows decoded
 
 
-def paired_probabilities(a: CerSummary, b: CerSummary, replications: int
-                         ) -> tuple[float | None, float | None, int]:
-    """P(B has the lower CER), P(A has), on the (seed, utterance) pairs both decoded, and how
-    many pairs that is."""
+def paired_texts(a: CerSummary, b: CerSummary) -> tuple[Texts, Texts, Texts]:
+    """References and the two systems' hypotheses on the (seed, utterance) pairs both decoded."""
     keys = set(a.utterances) & set(b.utterances)
-    if not keys:
-        return None, None, 0
     refs = {k: a.utterances[k][0] for k in keys}
-    hyps_a, hyps_b = ({k: s.utterances[k][1] for k in keys} for s in (a, b))
-    return (improvement_probability(refs, hyps_a, hyps_b, replications),
-            improvement_probability(refs, hyps_b, hyps_a, replications), len(keys))
+    return refs, {k: a.utterances[k][1] for k in keys}, {k: b.utterances[k][1] for k in keys}
 
 
 def ladder_probabilities(gmms: list[tuple[str, dict[str, CerSummary]]], replications: int,
                          set_name: str = "test") -> list[float | None]:
     """For each GMM system after the first, P(it has a lower CER on `set_name` than the system
     before it) on the same utterances, each at its dev-chosen setting (None: not both decoded)."""
-    out: list[float | None] = [None]
-    for (_, before), (_, after) in zip(gmms, gmms[1:]):
-        both = set_name in before and set_name in after
-        out.append(paired_probabilities(before[set_name], after[set_name], replications)[0]
-                   if both else None)
-    return out[:len(gmms)]
+    probabilities = [improvement_probability(*paired_texts(before[set_name], after[set_name]),
+                                             replications)
+                     if set_name in before and set_name in after else None
+                     for (_, before), (_, after) in zip(gmms, gmms[1:])]
+    return [None, *probabilities] if gmms else []
 
 
 def compare(a: Row, b: Row, replications: int, set_name: str = "test") -> Comparison | None:
     """P(row B has a lower CER than row A) on the (seed, utterance) pairs both decoded."""
     if set_name not in a.cer or set_name not in b.cer:
         return None
-    p_b, p_a, pairs = paired_probabilities(a.cer[set_name], b.cer[set_name], replications)
+    refs, hyps_a, hyps_b = paired_texts(a.cer[set_name], b.cer[set_name])
+    p_b = improvement_probability(refs, hyps_a, hyps_b, replications)
+    p_a = improvement_probability(refs, hyps_b, hyps_a, replications)
     ia, ib = a.cer[set_name].interval, b.cer[set_name].interval
     overlap = None if ia is None or ib is None else ia.low <= ib.high and ib.low <= ia.high
     cers_a, cers_b = seed_cers(a, set_name), seed_cers(b, set_name)
@@ -210,7 +205,7 @@ def compare(a: Row, b: Row, replications: int, set_name: str = "test") -> Compar
     parallel = [r.workers_key for r in (a, b) if r.base != "single"]
     return Comparison(a.arch, a.label, b.label, parallel[0] if parallel else 1,
                       a.cer[set_name].cer, b.cer[set_name].cer,
-                      pairs, p_b, p_a, overlap,
+                      len(refs), p_b, p_a, overlap,
                       seeds_b_better=sum(cers_b[s] < cers_a[s] for s in both),
                       seeds_a_better=sum(cers_a[s] < cers_b[s] for s in both), seeds=len(both))
 
