@@ -87,6 +87,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "transform-feats": ("emasr.transform.commands:transform_feats_cli", "Apply a linear or affine transform (or per-speaker ones) to features."),
     "compose-transforms": ("emasr.transform.commands:compose_transforms_cli", "Compose two transforms, C = A B (Kaldi's compose-transforms)."),
     # -- ali (alignment ingestion, targets) --
+    "ali-from-timings": ("emasr.ali.from_timings:ali_from_timings_cli", "Oracle alignments of a model and tree from the simulated corpus's phone timings."),
     "ali-info": ("emasr.ali.ali_info:ali_info_cli", "Utterances, frames, pdf counts and per-phone durations of an alignment dir."),
     "convert-ali": ("emasr.ali.convert:convert_ali_cli", "Convert alignments to another model and tree (topology, frame rate), as Kaldi's convert-ali."),
     "make-targets": ("emasr.ali.targets:make_targets_cli", "Frame-level pdf targets and priors at the network frame rate from an alignment dir."),

@@ -41,17 +41,11 @@ for sys in tri2 tri3; do
   done
 done
 
-# each system's LM weight and penalty chosen on dev (best_cer names cer_<lmwt>_<penalty>)
-hyp() {   # hyp SYSTEM SET: the SET hypotheses at SYSTEM's dev-chosen setting
-  local best lmwt penalty
-  best=$(awk '{print $NF}' "exp/$1/decode_dev/scoring_kaldi/best_cer")
-  best=${best##*/cer_}
-  lmwt=${best%_*} penalty=${best#*_}
-  echo "exp/$1/decode_$2/scoring_kaldi/penalty_$penalty/$lmwt.txt"
-}
+# each system at its LM weight and penalty chosen on dev
 for x in dev test; do
   echo "== $x, each system at its dev-chosen LM weight and penalty (fMLLR: $fmllr_opts)"
-  emasr compare-cer "data/$x/text" "$(hyp tri2 "$x")" "$(hyp tri3 "$x")"
+  emasr compare-cer "data/$x/text" "$(dev_chosen_hyp exp/tri2 "$x")" \
+    "$(dev_chosen_hyp exp/tri3 "$x")"
 done | tee compare_tri2_tri3.txt
 )
 

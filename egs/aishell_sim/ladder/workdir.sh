@@ -8,3 +8,13 @@ workdir() {
   # the recipe's path.sh finds the repository from its own location: here, name it
   echo ". \"$(cd ../.. && pwd)/path.sh\"" > "$1/path.sh"
 }
+
+dev_chosen_hyp() {
+  # dev_chosen_hyp DIR SET: DIR/decode_SET's hypotheses at the LM weight and penalty chosen on
+  # DIR/decode_dev (its best_cer names cer_<lmwt>_<penalty>)
+  local best lmwt penalty
+  best=$(awk '{print $NF}' "$1/decode_dev/scoring_kaldi/best_cer")
+  best=${best##*/cer_}
+  lmwt=${best%_*} penalty=${best#*_}
+  echo "$1/decode_$2/scoring_kaldi/penalty_$penalty/$lmwt.txt"
+}

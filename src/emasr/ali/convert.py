@@ -167,6 +167,18 @@ def _nearest_spare(lengths: list[int], minimum: list[int], i: int) -> int | None
     return best
 
 
+def fit_lengths(lengths: list[int], entries: list[tuple[HmmState, ...]]) -> list[int]:
+    """The lengths repaired so that each phone has its topology's minimum (ensure_min_lengths);
+    UnfitError when the frames cannot hold the phones."""
+    minimum = [min_length(list(e)) for e in entries]
+    fitted = ensure_min_lengths(lengths, minimum)
+    if fitted is None:
+        raise UnfitError(f"{sum(lengths)} frames at the new rate cannot hold its {len(lengths)} "
+                         f"phones, whose minimum lengths in the new topology sum to "
+                         f"{sum(minimum)}")
+    return fitted
+
+
 # -- paths through an HMM --
 
 def min_length(entry: list[HmmState]) -> int:
@@ -266,28 +278,31 @@ class AlignmentConverter:
             phones.append(self.phone_map[seg.phone])
         entries = [tuple(self.new.topology.entry_for(p)) for p in phones]
         lengths = self.new_lengths([len(s.states) for s in segments], entries)
-        out: list[int] = []
-        for i, (seg, entry, length) in enumerate(zip(segments, entries, lengths)):
-            window = [phones[j] if 0 <= j < len(phones) else 0
-                      for j in range(i - self.central, i - self.central + self.width)]
-            same = (length == len(seg.states)
-                    and tuple(self.old.topology.entry_for(seg.phone)) == entry)
-            path = seg.states if same else even_state_path(entry, length)
-            out.extend(self.encode(window, path))
-        return np.asarray(out, dtype=np.int32)
+        kept = [seg.states if (length == len(seg.states)
+                               and tuple(self.old.topology.entry_for(seg.phone)) == entry)
+                else None for seg, entry, length in zip(segments, entries, lengths)]
+        return self.encode_phones(phones, lengths, kept)
 
     def new_lengths(self, lengths: list[int], entries: list[tuple[HmmState, ...]]) -> list[int]:
         if self.subsample > 1:
             new = subsampled_lengths(lengths, self.subsample, self.subsample_at)
         else:
             new = [n * self.upsample for n in lengths]
-        minimum = [min_length(list(e)) for e in entries]
-        fitted = ensure_min_lengths(new, minimum)
-        if fitted is None:
-            raise UnfitError(f"{sum(new)} frames at the new rate cannot hold its {len(new)} "
-                             f"phones, whose minimum lengths in the new topology sum to "
-                             f"{sum(minimum)}")
-        return fitted
+        return fit_lengths(new, entries)
+
+    def encode_phones(self, phones: list[int], lengths: list[int],
+                      paths: list[tuple[int, ...] | None] | None = None) -> np.ndarray:
+        """The new model's alignment of `phones` with these lengths: each phone's HMM-state path
+        from `paths` where one is given (not None), else the even split of its frames."""
+        out: list[int] = []
+        for i, (phone, length) in enumerate(zip(phones, lengths)):
+            window = [phones[j] if 0 <= j < len(phones) else 0
+                      for j in range(i - self.central, i - self.central + self.width)]
+            path = paths[i] if paths is not None else None
+            if path is None:
+                path = even_state_path(tuple(self.new.topology.entry_for(phone)), length)
+            out.extend(self.encode(window, path))
+        return np.asarray(out, dtype=np.int32)
 
     def encode(self, window: list[int], path: tuple[int, ...]) -> list[int]:
         """Transition ids of an HMM-state path of the window's central phone."""

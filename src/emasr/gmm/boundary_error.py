@@ -32,6 +32,31 @@ log = logging.getLogger(__name__)
 END_LABEL = "<end>"   # the label of an utterance's last phone end
 
 
+def read_timings(paths: list[Path]) -> dict[str, dict]:
+    """The synthesizer's record of each utterance (the lines of timings/<set>.jsonl files)."""
+    records = {}
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                try:
+                    record = json.loads(line)
+                    records[record["utt"]] = record
+                except (ValueError, KeyError, TypeError):
+                    raise ValueError(f"{path}:{number}: expected a JSON object with 'utt', "
+                                     "'sample_rate' and 'phones'") from None
+    return records
+
+
+def timed_phones(record: dict) -> list[tuple[str, float, float]]:
+    """(phone, start, end) in seconds of one timings record."""
+    try:
+        rate = float(record["sample_rate"])
+        return [(str(p), s / rate, e / rate) for p, s, e in record["phones"]]
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"utterance {record.get('utt')}: expected 'sample_rate' and 'phones' "
+                         "as [[phone, start_sample, end_sample], ...]") from None
+
+
 def aligned_phones(table: TransitionTable, alignment: np.ndarray
                    ) -> list[tuple[int, int, int]]:
     """(phone, start frame, end frame) of each phone instance of an alignment."""
@@ -59,14 +84,9 @@ def boundary_errors(ali_dir: Path, timings: list[Path], phones_txt: Path, silenc
     names = {int(i): p for p, i in (line.split() for line in read_lines(phones_txt))}
     table = load_transition_table(ali_dir / "final.mdl")
     truth, snr_of = {}, {}
-    for timing_file in timings:
-        with open(timing_file, encoding="utf-8") as f:
-            for line in f:
-                record = json.loads(line)
-                rate = float(record["sample_rate"])
-                truth[record["utt"]] = [(p, s / rate, e / rate) for p, s, e in record["phones"]
-                                        if p not in silence]
-                snr_of[record["utt"]] = record.get("conditions", {}).get("snr_db", np.nan)
+    for utt, record in read_timings(timings).items():
+        truth[utt] = [(p, s, e) for p, s, e in timed_phones(record) if p not in silence]
+        snr_of[utt] = record.get("conditions", {}).get("snr_db", np.nan)
     errors, labels, snr, compared, left_out = [], [], [], 0, 0
     for path in sorted(ali_dir.glob("ali.*.gz")):
         for utt, alignment in iter_alignment_file(path):
@@ -151,8 +171,11 @@ def boundary_error_cli(silence, frame_shift, by_phone, phone_offsets, by_snr, al
     except ValueError:
         raise click.BadParameter(f"'{by_snr}': expected SNR edges in dB, e.g. '5 10 15'",
                                  param_hint="--by-snr") from None
-    result = boundary_errors(Path(ali_dir), [Path(t) for t in timings], Path(phones),
-                             set(silence.split(",")), frame_shift)
+    try:
+        result = boundary_errors(Path(ali_dir), [Path(t) for t in timings], Path(phones),
+                                 set(silence.split(",")), frame_shift)
+    except ValueError as err:
+        raise click.ClickException(str(err)) from None
     if not result.compared:
         raise click.ClickException(f"no utterance of {ali_dir} has the phone sequence of "
                                    f"{timings} ({result.left_out} left out)")
