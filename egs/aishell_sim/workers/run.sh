@@ -10,33 +10,40 @@
 # frame accuracy is reported); the GMMs are not decoded (egs/aishell_sim/RESULTS.md has them).
 # Every piece is resumable (run.sh's done markers): `--archs dnn`, then `--archs lstm`, runs the
 # two halves one after the other, each followed by its arch's report.
-# With the default run's exp/ already there, stages 0-7 are reused as they are.
+# With the default run's exp/ already there, stages 0-7 are reused as they are; with --workdir,
+# another run's (e.g. the ladder's exp/ladder_work, whose networks train on tri3's alignments:
+# --workdir exp/ladder_work --run-opts "--gmm-systems 'mono tri1 tri2 tri3' --nnet-tree-leaves 1200",
+# the options its stages 0-7 ran with, which their done markers check).
 set -euo pipefail
 
 archs="dnn lstm"
 seeds=1
+workdir=     # the run whose stages 0-7 to use (default: the recipe dir's, the default run)
+run_opts=    # options for every run.sh call, e.g. the GMM systems that work dir was made with
 
-help_message="Usage: $0 [--archs 'dnn lstm'] [--seeds '1 2 3']
-Trains and decodes the paper's models in egs/aishell_sim/exp/nnet_paper, reports workers/<arch>/RESULTS.md."
+help_message="Usage: $0 [--archs 'dnn lstm'] [--seeds '1 2 3'] [--workdir DIR] [--run-opts '...']
+Trains and decodes the paper's models in <workdir>/exp/nnet_paper, reports workers/<arch>/RESULTS.md."
 . "$(dirname "$0")/../utils/parse_options.sh"
 [ $# -eq 0 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
 cd "$(dirname "$0")/.."
+eval "run=(./run.sh ${workdir:+--workdir \"$workdir\"} $run_opts)"   # the options may quote values
+work=${workdir:-.}
 
 start=$(date +%s)
-if [ ! -f exp/done/stage7 ]; then
-  ./run.sh --stage 0 --stop-stage 7 --gmm-decode-sets ""
+if [ ! -f "$work/exp/done/stage7" ]; then
+  "${run[@]}" --stage 0 --stop-stage 7 --gmm-decode-sets ""
 fi
 common=(--nnet-dir exp/nnet_paper --num-workers "2 4 8" --controls-decoded-at "1 8"
         --dnn-opts "model.hidden_layers=8 model.hidden_dim=512"
         --lstm-opts "model.num_layers=3 model.hidden_size=256 model.proj_size=128")
-./run.sh --stage 8 --stop-stage 9 "${common[@]}" --archs "$archs" --seeds "$seeds"
-mkdir -p exp/nnet_paper
-echo "$(( $(date +%s) - start )) s: archs '$archs', seeds '$seeds', finished $(date -u '+%Y-%m-%dT%H:%M:%SZ')" \
-  >> exp/nnet_paper/pieces.log
+"${run[@]}" --stage 8 --stop-stage 9 "${common[@]}" --archs "$archs" --seeds "$seeds"
+pieces=$work/exp/nnet_paper/pieces.log
+echo "$(( $(date +%s) - start )) s: archs '$archs', seeds '$seeds'${workdir:+, work dir $workdir}, finished $(date -u '+%Y-%m-%dT%H:%M:%SZ')" \
+  >> "$pieces"
 declare -A title=([dnn]="the 8-layer DNN (8 x 512)" [lstm]="the 3-layer LSTMP (3 x 256, projection 128)")
 for arch in $archs; do
   mkdir -p "workers/$arch"
-  ./run.sh --stage 10 "${common[@]}" --archs "$arch" --seeds "$seeds" \
+  "${run[@]}" --stage 10 "${common[@]}" --archs "$arch" --seeds "$seeds" \
     --results "workers/$arch/RESULTS.md" --title "Results: the paper's models at 2-core scale, ${title[$arch]}" \
-    --report-note "pieces (workers/run.sh, wall time each, stages 0-7 included where they ran): $(paste -sd';' exp/nnet_paper/pieces.log)"
+    --report-note "pieces (workers/run.sh, wall time each, stages 0-7 included where they ran): $(paste -sd';' "$pieces")"
 done
