@@ -20,8 +20,14 @@ archs="dnn lstm"
 seeds=1
 workdir=     # the run whose stages 0-7 to use (default: the recipe dir's, the default run)
 run_opts=    # options for every run.sh call, e.g. the GMM systems that work dir was made with
+# BMUF at 4 and 8 workers holds the 8-layer DNN at its random start (7% dev frame accuracy, the
+# block momentum 1 - 1/N on an untrained model: bench/bmuf_warmup.sh, docs/recipe.md); its first
+# 12 syncs as MA (fairseq's warm-up) take it off. The rule reads it in BMUF runs only.
+dnn_opts="model.hidden_layers=8 model.hidden_dim=512 sync.warmup_blocks=12"
+lstm_opts="model.num_layers=3 model.hidden_size=256 model.proj_size=128"
 
 help_message="Usage: $0 [--archs 'dnn lstm'] [--seeds '1 2 3'] [--workdir DIR] [--run-opts '...']
+       [--dnn-opts '$dnn_opts'] [--lstm-opts '$lstm_opts']
 Trains and decodes the paper's models in <workdir>/exp/nnet_paper, reports workers/<arch>/RESULTS.md."
 . "$(dirname "$0")/../utils/parse_options.sh"
 [ $# -eq 0 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
@@ -34,8 +40,7 @@ if [ ! -f "$work/exp/done/stage7" ]; then
   "${run[@]}" --stage 0 --stop-stage 7 --gmm-decode-sets ""
 fi
 common=(--nnet-dir exp/nnet_paper --num-workers "2 4 8" --controls-decoded-at "1 8"
-        --dnn-opts "model.hidden_layers=8 model.hidden_dim=512"
-        --lstm-opts "model.num_layers=3 model.hidden_size=256 model.proj_size=128")
+        --dnn-opts "$dnn_opts" --lstm-opts "$lstm_opts")
 "${run[@]}" --stage 8 --stop-stage 9 "${common[@]}" --archs "$archs" --seeds "$seeds"
 pieces=$work/exp/nnet_paper/pieces.log
 echo "$(( $(date +%s) - start )) s: archs '$archs', seeds '$seeds'${workdir:+, work dir $workdir}, finished $(date -u '+%Y-%m-%dT%H:%M:%SZ')" \
