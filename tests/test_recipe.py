@@ -5,6 +5,7 @@ The full tiny-profile run is tests/test_recipe_tiny.py (slow)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -133,6 +134,8 @@ def test_report_stage_writes_every_row_when_nothing_ran(tmp_path):
     for label in ("single", "BMUF", "BMUF+EMA"):
         assert f"| DNN | {label} | not run |" in text
     assert "- machine: " in text and "--profile tiny" in text
+    assert re.search(r"- machine: .*; torch \S+ \(CPU capability \w+\), numpy \S+\n", text)
+    assert "(exp/nnet/targets/pdf.scp's archives) not built" in text   # no stage 7 here
     assert (recipe / "plots" / "dev_frame_accuracy.png").is_file()
 
 

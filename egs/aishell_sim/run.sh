@@ -333,6 +333,13 @@ averaging_opts() {
   echo $out
 }
 
+archive_sha256() {
+  # sha256 (first 12 hex digits) of the archives an scp file points into, in the scp's order, or
+  # "not built": two runs on the same inputs (and the same --nj) show the same digest
+  [ -f "$1" ] || { echo "not built"; return; }
+  cut -d' ' -f2- "$1" | sed 's/:[0-9]*$//' | awk '!seen[$0]++' | xargs cat | sha256sum | cut -c1-12
+}
+
 stage_times() {
   # "0: 12 s, 1: 3 s, ... (stages 0-7 total N s)" from the done markers
   local f n total=0 out=""
@@ -573,6 +580,14 @@ if stage_on 10; then
   if command -v nvidia-smi > /dev/null 2>&1; then
     machine="$machine, GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader | paste -sd, -)"
   fi
+  machine="$machine; $(python -c 'import numpy, torch
+print(f"torch {torch.__version__} (CPU capability {torch.backends.cpu.get_cpu_capability()}),",
+      f"numpy {numpy.__version__}")')"
+  # a different CPU or library can change the GMMs' alignments or the features, and rows are
+  # comparable only between runs on the same inputs: the digests make a difference visible
+  inputs="sha256 of the network targets (exp/nnet/targets/pdf.scp's archives)"
+  inputs+=" $(archive_sha256 exp/nnet/targets/pdf.scp), of the training features"
+  inputs+=" (data/train_fbank/feats.scp's archives) $(archive_sha256 data/train_fbank/feats.scp)"
   simulated_note=
   if [ "$simulate" = true ]; then
     simulated_note="corpus: simulated by local/simulate_corpus.py (seed $corpus_seed): it stands"
@@ -586,6 +601,7 @@ if stage_on 10; then
       --title "${title:-Results: $profile profile}" \
       --note "command: \`$start_command\` (profile $profile, $num_workers workers, seeds $seeds)" \
       --note "machine: $machine" \
+      --note "inputs: $inputs" \
       ${simulated_note:+--note "$simulated_note"} \
       --note "stage wall times: $stage_times; network training ${train_time:-0} s in all" \
       --note "wall time of this run.sh invocation (stages $stage-$stop_stage, setup included) up to the report: $SECONDS s" \
