@@ -138,6 +138,8 @@ def test_torchrun_workers_match_single_process_simulation(problem, tmp_path, wor
                                    atol=1e-5)
     records = [json.loads(line) for line in open(tmp_path / "exp" / "metrics.jsonl")]
     last = [r for r in records if r["type"] == "epoch"][-1]
+    # a constant rate: the next epoch's is the one just used, times N for MA alike
+    assert last["next_lr"] == pytest.approx(last["lr"])
     # one float32 all-reduce per sync: the model vector plus 4 piggybacked numbers
     assert last["bytes_reduced"] == last["syncs"] * (want_global.numel() + 4) * 4
 

@@ -329,7 +329,9 @@ class Trainer:
                 record[f"dev_loss_{name}"], record[f"dev_acc_{name}"] = \
                     self.evaluate(averager.average)
         record.update(self.totals())
-        record["next_lr"], record["stop"] = decision.lr, decision.stop
+        # the rate the workers use next, scaled as `lr` is (times N under sync.lr_times_workers)
+        next_lr = decision.lr * self.lr_scale
+        record["next_lr"], record["stop"] = next_lr, decision.stop
         if decision.improvement is not None:
             record["dev_loss_improvement"] = decision.improvement
         self.write_metrics(record)
@@ -338,7 +340,7 @@ class Trainer:
                                for name in self.averagers if f"dev_acc_{name}" in record)
             logger.info("epoch %d%s: dev loss %.4f acc %.4f%s; lr %g -> %g%s", epoch + 1,
                         "" if decision.accepted else " rejected (restored its start)", dev_loss,
-                        dev_acc, averages, lr, decision.lr, "; stopping" if decision.stop else "")
+                        dev_acc, averages, lr, next_lr, "; stopping" if decision.stop else "")
         self.position = (epoch + 1, 0)
         self.save_checkpoint()
 
