@@ -190,6 +190,7 @@ def test_seeds_are_pooled_and_paired(tmp_path):
     assert rows[("DNN", "BMUF")][3] == "2"
     assert rows[("DNN", "BMUF")][7].startswith("30.00 [")            # (40% + 20%) / 2
     assert rows[("DNN", "BMUF")][7].endswith("(sd 14.14)")
+    assert rows[("DNN", "BMUF")][8] == "10, 0.5 (2 seeds)"    # both seeds chose the same setting
     assert rows[("DNN", "BMUF+EMA")][7].startswith("10.00 [")
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 from emasr.report.findings import findings, grid_warnings, name
 from emasr.report.rows import CerSummary, Comparison, Row, find_row, relative_change
@@ -34,7 +35,9 @@ NETWORK_HEADER = ["arch", "strategy", "workers", "seeds", "lr", "dev frame acc (
 def setting_cell(summary: CerSummary | None) -> str:
     if summary is None or not summary.settings:
         return "-"
-    return "; ".join(dict.fromkeys(f"{lmwt}, {wip}" for lmwt, wip in summary.settings))
+    # one entry per distinct setting, with the number of seeds that chose it when more than one
+    counts = Counter(f"{lmwt}, {wip}" for lmwt, wip in summary.settings)
+    return "; ".join(s if n == 1 else f"{s} ({n} seeds)" for s, n in counts.items())
 
 
 def failed_cell(row: Row) -> str:
