@@ -5,7 +5,9 @@
 #     against a hand-written loop, one EMA update against a block, and 1, 2, 4 workers (workers
 #     beyond the GPUs share them through gloo); (g) the trainer with the resident data path
 #     against the stream loader and the loop;
-#  2. the same DNN in bf16 with TF32 matmuls (trainers and loop alike), the resident shard in fp16;
+#  2. the same DNN in bf16 with TF32 matmuls (trainers and loop alike), the resident shard in fp16,
+#     and (h): one process of K = 1, 2, 4, 8, 16, 32 virtual workers (BMUF) of 256 frames each,
+#     frames/s against K x one worker and TFLOP/s done;
 #  3. short trainings of the large profile's models (conf/nnet/dnn.yaml and lstm.yaml as they
 #     are) with steps/nnet/train.sh: one worker (nccl), the DNN again with the fast options
 #     ($fast_opts), and 4 workers BMUF+EMA (DNN and LSTM) and MA+EMA (DNN);
@@ -59,6 +61,12 @@ echo "rc=$?"
 step "bench/train.py on $device: the same DNN in bf16 with TF32, the resident shard in fp16"
 timeout "$(limit 80)" python "$root/bench/train.py" --device "$device" --workers "" --resident \
   --resident-dtype float16 --precision bf16 --tf32 "${big[@]}"
+echo "rc=$?"
+
+step "bench/train.py on $device: K virtual workers of the same DNN in bf16, K = 1 to 32"
+timeout "$(limit 100)" python "$root/bench/train.py" --device "$device" --workers "" --resident \
+  --resident-dtype float16 --precision bf16 --tf32 "${big[@]}" --repeats 1 \
+  --virtual-sweep 1,2,4,8,16,32
 echo "rc=$?"
 
 train() {   # train NAME 'extra config overrides' train.sh-options...

@@ -16,7 +16,10 @@
     rule for nn.LSTM, a hand-written LSTMP cell under vmap against a loop over K nn.LSTMs.
 (g) the resident data path (--resident): the trainer with data.loader=resident (the shard in one
     tensor on the device, minibatches by index gathers; --resident-dtype) against the trainer with
-    the stream loader (a) and against the hand-written loop, alternated in the same run as (a).
+    the stream loader (a) and against the hand-written loop, alternated in the same run as (a);
+    with --resident the workers of (d), (e) and (h) read through it too.
+(h) virtual workers against K (--virtual-sweep 1,2,4,8): one process of K workers, frames/s
+    against K x one worker's, and TFLOP/s done (6 x parameters per frame).
 
 --precision bf16 and --tf32 apply to the trainers and the hand-written loop alike (train.precision,
 train.tf32; the loop under the same autocast).
@@ -24,9 +27,9 @@ train.tf32; the loop under the same autocast).
 --device cuda runs all of it on the GPU (the hand-written loop too, its data already there); with
 more workers than GPUs the workers share them through gloo (dist.device, dist.backend).
 
-Usage: python bench/train.py [--workers 1,2] [--virtual 8] [--resident] [--utts 64] [--hidden 256]
-                           [--layers 4] [--tau 4] [--device cpu|cuda] [--precision fp32|bf16]
-                           [--tf32] [--json speedup.json]
+Usage: python bench/train.py [--workers 1,2] [--virtual 8] [--virtual-sweep 1,2,4,8] [--resident]
+                           [--utts 64] [--hidden 256] [--layers 4] [--tau 4] [--device cpu|cuda]
+                           [--precision fp32|bf16] [--tf32] [--json speedup.json]
                            (--json for `emasr report --bench`)
 """
 from __future__ import annotations
@@ -75,6 +78,11 @@ def overrides(args) -> list[str]:
 
 def resident_overrides(args) -> list[str]:
     return [*overrides(args), "data.loader=resident", f"data.resident_dtype={args.resident_dtype}"]
+
+
+def worker_overrides(args) -> list[str]:
+    """(d), (e) and (h): their workers read through the resident data path under --resident."""
+    return resident_overrides(args) if args.resident else overrides(args)
 
 
 def make_trainer(problem, exp, args, options=None) -> Trainer:
@@ -149,11 +157,13 @@ def ema_cost(trainer: Trainer) -> float:
 
 
 def run_workers(problem, exp, processes: int, args, strategy: str, per_process: int = 1,
-                threads: int | None = None) -> dict:
+                threads: int | None = None, epochs: int = 1) -> dict:
+    """The last epoch's record of a torchrun training (its totals count every epoch)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
            str(processes), "--module", "emasr.cli", "train",
-           *sum((["--set", o] for o in overrides(args)), []), "--strategy", strategy,
-           "--set", f"dist.workers_per_process={per_process}", *problem, exp]
+           *sum((["--set", o] for o in worker_overrides(args)), []), "--strategy", strategy,
+           "--set", f"dist.workers_per_process={per_process}", "--set", f"train.epochs={epochs}",
+           *problem, exp]
     env = dict(os.environ, EMASR_NUM_THREADS=str(threads or args.threads))
     result = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if result.returncode != 0:
@@ -255,12 +265,33 @@ def virtual_workers(problem, root: str, args, results: dict) -> None:
     print(line + " (one epoch each)")
 
 
+def virtual_sweep(problem, root: str, args, parameters: int) -> None:
+    """(h): one process of K virtual workers (BMUF; K = 1: one worker) for each K of
+    --virtual-sweep, two epochs each, frames/s of the second (the first loads a resident shard),
+    against K x one worker's, and the arithmetic done: a DNN's training frame costs about
+    6 x parameters FLOP (forward 2, backward 4: gradients of inputs and weights)."""
+    print("(h)       K  frames/s  vs K x one worker  TFLOP/s (6 x parameters per frame)")
+    one = None
+    for k in [int(k) for k in args.virtual_sweep.split(",")]:
+        exp = os.path.join(root, f"exp_sweep_{k}")
+        last = run_workers(problem, exp, 1, args, "single" if k == 1 else "bmuf", per_process=k,
+                           epochs=2)
+        with open(os.path.join(exp, "metrics.jsonl")) as f:
+            first = [json.loads(line) for line in f if '"type": "epoch"' in line][0]
+        fps = (last["frames"] - first["frames"]) / (last["seconds_train"] - first["seconds_train"])
+        one = one or fps / k
+        tflops = 6 * parameters * fps / 1e12
+        print(f"    {k:7d}  {fps:8.0f}  {fps / (k * one):17.2f}  {tflops:7.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--workers", default="1,2",
                         help="worker counts for the speed-up curve ('': none, no (c) or (d))")
     parser.add_argument("--virtual", type=int, default=0,
                         help="(e): K virtual workers in one process against K processes and 1")
+    parser.add_argument("--virtual-sweep", default="",
+                        help="(h): K virtual workers in one process for each K, e.g. 1,2,4,8")
     parser.add_argument("--batching", type=int, default=0,
                         help="(f): one step of K workers batched (vmap) against a loop")
     parser.add_argument("--utts", type=int, default=128)
@@ -345,6 +376,8 @@ def main() -> None:
                 print(f"    {point['workers']:7d}  {fps:8.0f}  {fps / base:8.2f}")
         if args.virtual:
             virtual_workers(problem, root, args, results)
+        if args.virtual_sweep:
+            virtual_sweep(problem, root, args, model_to_vector(trainer.model).numel())
         if args.batching:
             batching(args, trainer.input_dim)
         if args.json:

@@ -11,6 +11,7 @@ from emasr.nnet.models import build_model
 from emasr.nnet.averages import (CumulativeAverage, LastEpochsAverage, build_averagers,
                                  enabled_names)
 from emasr.nnet.schedule import LearningRateSchedule
+from emasr.nnet.workers import batch_stats, correct_frames
 from conftest import REPO
 
 
@@ -88,6 +89,23 @@ def test_flat_vector_round_trip_includes_batchnorm_statistics():
     assert vector.numel() == sum(p.numel() for p in model.parameters()) + 2 * 4
     vector_to_model(torch.arange(vector.numel(), dtype=torch.float32), model)
     assert torch.equal(model_to_vector(model), torch.arange(vector.numel(), dtype=torch.float32))
+    buffer = torch.zeros(vector.numel() + 2)   # written in place: the sync's reused buffer
+    model_to_vector(model, out=buffer[:-2])
+    assert torch.equal(buffer[:-2], torch.arange(vector.numel(), dtype=torch.float32))
+
+
+def test_batch_stats_count_correct_and_labelled_frames():
+    log_probs = torch.tensor([[0.0, -1.0, -2.0], [-3.0, -1.0, -1.0], [-1.0, -2.0, 0.0],
+                              [0.0, -1.0, -1.0]]).log_softmax(-1).requires_grad_()
+    labels = torch.tensor([0, 2, 1, IGNORE])
+    # frame 0 right, frame 1 tied at the top (counts), frame 2 wrong, frame 3 unlabelled
+    assert correct_frames(log_probs, labels).tolist() == [True, True, False, False]
+    loss, stats = batch_stats(log_probs, labels)
+    want = -(log_probs[0, 0] + log_probs[1, 2] + log_probs[2, 1])
+    assert torch.allclose(loss, want) and loss.requires_grad and not stats.requires_grad
+    assert stats.tolist() == pytest.approx([float(want), 2.0, 3.0])
+    stacked = correct_frames(log_probs.detach().expand(2, 4, 3), labels.expand(2, 4))
+    assert stacked.sum(1).tolist() == [2, 2]   # [K, rows, P], as the stacked workers use it
 
 
 def test_shards_are_disjoint_cover_and_depend_on_seed():

@@ -135,6 +135,17 @@ def test_ma_hand_computed():
     assert w_g == [2.0, 4.0, 6.0]
 
 
+@pytest.mark.parametrize("rule", [ModelAveraging(), NoSync()])
+def test_ma_keeps_its_own_copy_of_the_buffer_the_trainer_reuses(rule):
+    rule.start(torch.zeros(3))
+    buffer = torch.tensor([1.0, 2.0, 3.0])
+    first = rule.step(buffer)
+    buffer.fill_(7.0)   # the trainer writes the next sync's average into the same buffer
+    assert torch.equal(rule.global_model, torch.tensor([1.0, 2.0, 3.0]))
+    assert rule.step(buffer) is first   # W_g's buffer is written in place, not reallocated
+    assert torch.equal(rule.global_model, torch.full((3,), 7.0))
+
+
 @pytest.mark.parametrize("n", [2, 4])
 def test_ma_matches_reference(n):
     workers = toy_workers(n)

@@ -15,8 +15,9 @@ def state_tensors(model: nn.Module) -> list[torch.Tensor]:
     return tensors
 
 
-def model_to_vector(model: nn.Module) -> torch.Tensor:
-    return torch.cat([t.detach().reshape(-1) for t in state_tensors(model)])
+def model_to_vector(model: nn.Module, out: torch.Tensor | None = None) -> torch.Tensor:
+    """The flat vector, new or written into `out` (a buffer of the right size, reused)."""
+    return torch.cat([t.detach().reshape(-1) for t in state_tensors(model)], out=out)
 
 
 @torch.no_grad()

@@ -33,23 +33,24 @@ from emasr.nnet.flat import model_to_vector, vector_to_model
 from emasr.nnet.precision import autocast, compiled
 
 
-def labelled_frames(y: torch.Tensor) -> float:
-    """Frames with a label, as a host number (reading it waits for y's device)."""
-    return float((y != IGNORE).sum())
+def correct_frames(log_probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Which frames are classified correctly: the label's log-posterior is the frame's highest (a
+    tie counts); an unlabelled frame never is. [..., P] and [...] -> bool [...]. The row maximum
+    and one gather cost a fraction of an argmax on a CPU (256 frames of 3000 pdfs: 0.1 against
+    0.8 ms)."""
+    label_scores = log_probs.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return (label_scores == log_probs.amax(-1)) & (labels != IGNORE)
 
 
-def label_count(y: torch.Tensor) -> torch.Tensor:
-    """Frames with a label, as a float32 scalar on y's device (no wait for a GPU)."""
-    return (y != IGNORE).sum().to(torch.float32)
-
-
-def batch_stats(log_probs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """[loss summed over labelled frames, correct frames], on the model's device: reading them
-    once per block instead of per minibatch lets a GPU run ahead of the host."""
+def batch_stats(log_probs: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The loss summed over the labelled frames (to differentiate), and [that loss, correct frames,
+    labelled frames] (detached, float, on the model's device: reading them once per block instead
+    of per minibatch lets a GPU run ahead of the host)."""
     flat, labels = log_probs.reshape(-1, log_probs.shape[-1]), y.reshape(-1)
     loss = F.nll_loss(flat, labels, ignore_index=IGNORE, reduction="sum")
-    correct = ((flat.argmax(-1) == labels) & (labels != IGNORE)).sum()
-    return torch.stack([loss, correct.to(loss.dtype)])
+    # counted on detached log-posteriors: no autograd graph for what the loss does not use
+    return loss, torch.stack([loss.detach(), correct_frames(flat.detach(), labels).sum(),
+                              (labels != IGNORE).sum()])
 
 
 def predict(model, x: torch.Tensor, data_config: dict) -> torch.Tensor:
@@ -143,16 +144,15 @@ class LoopWorkers:
         out = []
         for k, (model, optimizer, (x, y)) in enumerate(zip(self.models, self.optimizers, batches)):
             x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
-            count = label_count(y)
             with self.stream(k):
                 optimizer.zero_grad(set_to_none=True)
                 with autocast(self.device, self.precision):
-                    stats = self.losses[k](x, y)
-                (stats[0] / count.clamp(min=1.0)).backward()
+                    loss, stats = self.losses[k](x, y)
+                (loss / stats[2].clamp(min=1.0)).backward()
             if self.max_grad_norm > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), self.max_grad_norm)
             optimizer.step()
-            out.append(torch.cat([stats.detach(), count.view(1)]))
+            out.append(stats)
         return torch.stack(out)
 
     def set_lr(self, lr: float) -> None:
@@ -278,7 +278,7 @@ class StackedWorkers:
             flat = log_probs.reshape(-1, log_probs.shape[-1]).float()
             losses = F.nll_loss(flat, y.reshape(-1), ignore_index=IGNORE,
                                 reduction="none").view(self.count, rows).sum(1)
-        correct = ((log_probs.argmax(-1) == y) & (y != IGNORE)).sum(1)
+        correct = correct_frames(log_probs.detach(), y).sum(1)
         # worker k's loss depends on its slice of the parameters only: one backward gives each
         # its own gradient
         (losses / counts.clamp(min=1.0)).sum().backward()
@@ -350,5 +350,5 @@ def per_worker(value) -> bool:
     return torch.is_tensor(value) and value.dim() > 0
 
 
-__all__ = ["LoopWorkers", "StackedWorkers", "batch_stats", "can_stack", "label_count",
-           "labelled_frames", "make_workers", "predict"]
+__all__ = ["LoopWorkers", "StackedWorkers", "batch_stats", "can_stack", "correct_frames",
+           "make_workers", "predict"]

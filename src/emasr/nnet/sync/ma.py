@@ -17,7 +17,11 @@ class ModelAveraging:
         self.global_model = initial.detach().clone()
 
     def step(self, average: torch.Tensor) -> torch.Tensor:
-        self.global_model = average.detach().clone()
+        """W_g <- average, copied into W_g's own buffer (the trainer reuses `average`'s)."""
+        if self.global_model is None or self.global_model.shape != average.shape:
+            self.global_model = average.detach().clone()
+        else:
+            self.global_model.copy_(average)
         return self.global_model
 
     def state_dict(self) -> dict:
