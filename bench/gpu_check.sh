@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks of the paper's recipe in one short run (about 6 minutes on one H200), for a machine
+# The GPU checks of the paper's recipe in one short run (at most --budget, 500 s), for a machine
 # with a GPU and the network targets and fbank data dirs of a recipe run:
 #  1. bench/train.py on the GPU with a large-profile-sized DNN (6 x 1024, 2000 pdfs): the trainer
 #     against a hand-written loop, one EMA update against a block, and 1, 2, 4 workers (workers

@@ -196,3 +196,19 @@ def test_per_arch_options_and_the_network_dir_reach_the_runs(tmp_path):
     set_opts = result.stdout.split("--set-opts ", 1)[1].split("\n", 1)[0]
     assert "model.hidden_layers=2" in set_opts and "model.num_layers=3" not in set_opts
     assert set_opts.index("model.hidden_layers=2") < set_opts.index("model.hidden_layers=8")
+
+
+def test_workers_per_process_reach_the_parallel_runs_and_divide_every_count(tmp_path):
+    recipe = recipe_copy(tmp_path, "aishell_sim")
+    stage8 = [str(recipe / "run.sh"), "--profile", "tiny", "--stage", "8", "--stop-stage", "8",
+              "--archs", "dnn"]
+    result = run_script([*stage8, "--num-workers", "2 4", "--workers-per-process", "4"])
+    assert result.returncode == 1
+    assert "--workers-per-process '4': expected a number of workers that divides" in result.stdout
+    assert not (recipe / "exp/nnet/runs.list").exists()   # stopped before any work
+    # no targets yet: the first run's train.sh command is logged, then it stops at the input
+    for strategies, k in (("bmuf", "2"), ("single bmuf", "1")):
+        result = run_script([*stage8, "--num-workers", "4", "--workers-per-process", "2",
+                             "--strategies", strategies])
+        assert "expected file exp/nnet/targets" in result.stdout + result.stderr
+        assert f"--workers-per-process {k} " in result.stdout, strategies

@@ -29,6 +29,8 @@ lm_text=            # unsegmented LM text, file or dir of *.txt (default: <corpu
 nj=                 # parallel jobs for features, GMMs and decoding (default: per profile)
 num_workers=        # training workers of ma/bmuf runs, a list: "2 4 8" trains each at every N;
                     # single runs use 1 (default: per profile)
+workers_per_process=1  # K: the ma/bmuf runs' workers, K to a process, trained as one batched
+                    # computation (dist.workers_per_process; N / K processes; K divides every N)
 archs="dnn lstm"
 # the table's rows: a sync rule (single, ma, bmuf), optionally +<averaged model> (ema: the paper's
 # EMA; avg: cumulative average; lastk: average of the last k epochs), decoded from the same run
@@ -95,6 +97,8 @@ Options:
   --nj N                        parallel jobs (tiny/small: 2, large: 16)
   --num-workers 'N ...'         workers of the MA and BMUF runs, each N in the list (tiny: 2,
                                 small: 8, large: 8)
+  --workers-per-process K       the MA and BMUF runs' workers K to a process, batched (virtual
+                                workers, docs/training.md; K must divide each N; default 1)
   --archs 'dnn lstm'            network architectures
   --strategies 'single single+ema ... bmuf+lastk'   the table's rows (default: per profile)
                                 single = 1 worker; X+ema, X+avg, X+lastk decode the EMA, the
@@ -242,6 +246,11 @@ case "$gmm_topology" in
   skip) : "${nnet_tree_leaves:=0}" ;;
   *) log "--gmm-topology '$gmm_topology': expected kaldi or skip"; exit 1 ;;
 esac
+for n in $num_workers; do   # every N of the list in processes of K workers, checked before any work
+  [[ $workers_per_process =~ ^[1-9][0-9]*$ ]] && [ $((n % workers_per_process)) -eq 0 ] || \
+    { log "--workers-per-process '$workers_per_process': expected a number of workers that" \
+          "divides every --num-workers ('$num_workers')"; exit 1; }
+done
 [[ $nnet_tree_leaves =~ ^[0-9]+$ ]] || \
   { log "--nnet-tree-leaves '$nnet_tree_leaves': expected a number of leaves (0: none)"; exit 1; }
 if [ "$gmm_topology" = kaldi ] && [ "$nnet_tree_leaves" -le 0 ]; then
@@ -521,6 +530,7 @@ if stage_on 8; then
     start=$(date +%s)
     run steps/nnet/train.sh --cmd "$cuda_cmd" --nnet-config "conf/nnet/$arch.yaml" \
       --num-workers "$workers" --strategy "$base" --block-size "$block_size" --epochs "$epochs" \
+      --workers-per-process "$([ "$base" = single ] && echo 1 || echo "$workers_per_process")" \
       ${ema_opts[@]+"${ema_opts[@]}"} --set-opts "$set_opts" --resume true \
       ${train_extra[@]+"${train_extra[@]}"} \
       exp/nnet/targets data/train_fbank data/dev_fbank "$dir" < /dev/null
