@@ -100,7 +100,6 @@ class Trainer:
         self.comm = Communicator(self.world, self.rank, float(c["dist"]["timeout_s"]))
         # N workers, K in each process: worker rank * K + k is the real worker of that index
         self.per_process = int(c["dist"]["workers_per_process"])
-        self.packed: torch.Tensor | None = None   # the sync's buffer (pack)
         self.workers = self.per_process * self.world
         self.worker_ids = [self.rank * self.per_process + k for k in range(self.per_process)]
         check_worker_count(self.per_process)
@@ -143,7 +142,10 @@ class Trainer:
         s = c["sync"]
         self.rule = make_rule(s["strategy"], self.workers, float(s["block_lr"]),
                               s["block_momentum"], bool(s["nesterov"]), int(s["warmup_blocks"]))
-        self.rule.start(model_to_vector(self.model))
+        initial = model_to_vector(self.model)
+        self.rule.start(initial)
+        # the sync's buffer (pack): [model vector, extras], kept for the whole run
+        self.packed = torch.empty(initial.numel() + EXTRAS, dtype=torch.float32, device=self.device)
         self.averagers = build_averagers(c, self.frames_per_sync())
         if self.rank == 0 and "ema" in self.averagers:
             logger.info("EMA decay %.6f per sync (%d frames per sync)",
@@ -267,9 +269,6 @@ class Trainer:
         """[the mean of this process's local models, extras] (its share of the all-reduce), in one
         buffer reused by every sync: allocating model-sized vectors anew made a sync of
         bench/train.py's DNN on a CPU twice as slow (1.1 against 0.6 ms, with blocks of 35 ms)."""
-        if self.packed is None:
-            size = model_to_vector(self.model).numel() + EXTRAS
-            self.packed = torch.empty(size, dtype=torch.float32, device=self.device)
         average = self.packed[:-EXTRAS]
         if self.per_process == 1:
             model_to_vector(self.model, out=average)

@@ -18,10 +18,7 @@ class ModelAveraging:
 
     def step(self, average: torch.Tensor) -> torch.Tensor:
         """W_g <- average, copied into W_g's own buffer (the trainer reuses `average`'s)."""
-        if self.global_model is None or self.global_model.shape != average.shape:
-            self.global_model = average.detach().clone()
-        else:
-            self.global_model.copy_(average)
+        self.global_model.copy_(average)
         return self.global_model
 
     def state_dict(self) -> dict:
