@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from emasr.ali.alignments import iter_alignment_file
 from emasr.gmm.accumulate import GmmStats, accumulate_alignments, acc_stats_ali_cli
-from emasr.gmm.align import gmm_align_cli
+from emasr.gmm.align import AlignmentWriter, gmm_align_cli
 from emasr.gmm.estimate import (MleOptions, gmm_est_cli, mix_up_model, split_gmm,
                                  split_targets, update_gmm)
 from emasr.gmm.inputs import FeatureOptions
@@ -248,3 +248,23 @@ def test_boundary_error_against_known_timings(tmp_path):
         "--silence", "SIL", "--by-snr", "five", str(tmp_path), str(LANG / "phones.txt"),
         str(tmp_path / "timings.jsonl")])
     assert result.exit_code != 0 and "'five': expected SNR edges" in result.output
+    # --common-with: only the utterances another dir aligned too (here the even-numbered ones,
+    # which hold every noisy utterance, N 40 ms off)
+    other = tmp_path / "other"
+    other.mkdir()
+    writer = AlignmentWriter(str(other / "ali.1.gz"))
+    for i, (utt, ali) in enumerate(iter_alignment_file(MONO / "ali.1.gz")):
+        if i % 2 == 0:
+            writer.write(utt, ali)
+    writer.close()
+    compared = sum(i % 2 == 0 and not r["utt"].startswith("0_0") for i, r in enumerate(records))
+    lines = run(records, "--common-with", str(other), "--by-phone", "3")
+    assert lines[0] == f"utterances compared {compared}, left out " + str(
+        sum(i % 2 == 0 and r["utt"].startswith("0_0") for i, r in enumerate(records)))
+    by_phone = {line.split()[0]: line for line in lines[3:]}
+    assert "mean 40.0 ms, median 40.0 ms" in by_phone["N"]
+    (other / "ali.1.gz").unlink()
+    result = CliRunner().invoke(boundary_error_cli, [
+        "--silence", "SIL", "--common-with", str(other), str(tmp_path), str(LANG / "phones.txt"),
+        str(tmp_path / "timings.jsonl")])
+    assert result.exit_code != 0 and f"expected files {other}/ali.JOB.gz to exist" in result.output

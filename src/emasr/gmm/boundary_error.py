@@ -12,7 +12,9 @@ The synthesizer's boundaries are espeak's phoneme events, which follow espeak's 
 (where a vowel event falls in the formant transition, how much of a closure an affricate gets), so
 part of the error is a constant offset per phone. ``--phone-offsets`` measures what is left once
 each phone's median signed error is taken out; ``--by-snr`` splits the error by the simulated
-noise level of the utterances.
+noise level of the utterances. Alignment settings that fail on more utterances leave the hard ones
+out of their own measure: ``--common-with OTHER`` compares only the utterances that OTHER aligned
+too, so two settings are measured on the same utterances.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from emasr.ali.alignments import iter_alignment_file
+from emasr.ali.alignments import alignment_files, iter_alignment_file
 from emasr.gmm.transitions import TransitionTable, load_transition_table
 from emasr.io.table import read_lines
 
@@ -79,8 +81,14 @@ class BoundaryErrors:
     left_out: int        # utterances whose phone sequences differ
 
 
+def aligned_utterances(ali_dir: Path) -> set[str]:
+    """The utterances an alignment dir holds."""
+    return {utt for path in alignment_files(ali_dir) for utt, _ in iter_alignment_file(path)}
+
+
 def boundary_errors(ali_dir: Path, timings: list[Path], phones_txt: Path, silence: set[str],
-                    frame_shift: float) -> BoundaryErrors:
+                    frame_shift: float, only: set[str] | None = None) -> BoundaryErrors:
+    """The boundary errors of ali_dir's utterances (of those in `only`, when given)."""
     names = {int(i): p for p, i in (line.split() for line in read_lines(phones_txt))}
     table = load_transition_table(ali_dir / "final.mdl")
     truth, snr_of = {}, {}
@@ -90,6 +98,8 @@ def boundary_errors(ali_dir: Path, timings: list[Path], phones_txt: Path, silenc
     errors, labels, snr, compared, left_out = [], [], [], 0, 0
     for path in sorted(ali_dir.glob("ali.*.gz")):
         for utt, alignment in iter_alignment_file(path):
+            if only is not None and utt not in only:
+                continue
             reference = truth.get(utt)
             ours = [(names[p], s * frame_shift, e * frame_shift)
                     for p, s, e in aligned_phones(table, alignment) if names[p] not in silence]
@@ -158,11 +168,14 @@ def worst_phones(errors: np.ndarray, labels: list[str], count: int) -> list[str]
                    "(what a per-phone timing convention of the synthesizer explains).")
 @click.option("--by-snr", default="", help="Also print the error per band of the utterances' "
               "simulated SNR, between these edges in dB, e.g. '5 10 15'.")
+@click.option("--common-with", multiple=True, type=click.Path(file_okay=False, exists=True),
+              help="Compare only the utterances this alignment dir holds too (repeatable): "
+                   "settings that fail on different utterances, measured on the same ones.")
 @click.argument("ali_dir", type=click.Path(file_okay=False, exists=True))
 @click.argument("phones", type=click.Path(dir_okay=False, exists=True))
 @click.argument("timings", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True))
-def boundary_error_cli(silence, frame_shift, by_phone, phone_offsets, by_snr, ali_dir, phones,
-                       timings):
+def boundary_error_cli(silence, frame_shift, by_phone, phone_offsets, by_snr, common_with,
+                       ali_dir, phones, timings):
     """Mean phone-boundary error (ms) of the alignments in ALI_DIR against the synthesizer's
     TIMINGS (timings/<set>.jsonl files of the simulated corpus); PHONES is the lang's phones.txt.
     The signed mean (ours minus the synthesizer's) shows an offset of one against the other."""
@@ -172,8 +185,12 @@ def boundary_error_cli(silence, frame_shift, by_phone, phone_offsets, by_snr, al
         raise click.BadParameter(f"'{by_snr}': expected SNR edges in dB, e.g. '5 10 15'",
                                  param_hint="--by-snr") from None
     try:
+        only = None
+        for other in common_with:
+            utts = aligned_utterances(Path(other))
+            only = utts if only is None else only & utts
         result = boundary_errors(Path(ali_dir), [Path(t) for t in timings], Path(phones),
-                                 set(silence.split(",")), frame_shift)
+                                 set(silence.split(",")), frame_shift, only)
     except ValueError as err:
         raise click.ClickException(str(err)) from None
     if not result.compared:
