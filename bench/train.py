@@ -3,7 +3,8 @@
 
 (a) the trainer's frames/s against a minimal hand-written PyTorch loop (same model, same data
     already in memory, same minibatch size and optimizer); target >= 90%;
-(b) one EMA update against one training block; target < 1%;
+(b) one EMA update against one training block; target < 1%; and each registered sync rule's step
+    (BMUF's at 8 workers), the rule alone on the model's vector, against one block;
 (c) one sync (flatten + all-reduce + rule + unflatten) against one block, from a 2-worker run;
 (d) speed-up against the number of workers (--workers 1,2,4,8): total training frames/s of N
     workers over 1 worker, the same data (one epoch) split among them, --threads per worker.
@@ -55,7 +56,7 @@ from emasr.nnet.flat import model_to_vector  # noqa: E402
 from emasr.nnet.models import build_model  # noqa: E402
 from emasr.nnet.precision import PRECISIONS, autocast  # noqa: E402
 from emasr.nnet.resident import RESIDENT_DTYPES  # noqa: E402
-from emasr.nnet.sync import ExponentialMovingAverage  # noqa: E402
+from emasr.nnet.sync import STRATEGIES, ExponentialMovingAverage, make_rule  # noqa: E402
 from emasr.nnet.trainer import Trainer  # noqa: E402
 
 
@@ -154,6 +155,24 @@ def ema_cost(trainer: Trainer) -> float:
         ema.update(vector)
     synchronize(vector.device)
     return (time.perf_counter() - start) / reps
+
+
+def rule_costs(trainer: Trainer) -> dict[str, float]:
+    """Seconds per step of each registered sync rule on this model's vector (as after an
+    all-reduce: the rule alone, in the process, no communication)."""
+    vector = model_to_vector(trainer.model)
+    average = vector + 1e-3
+    costs = {}
+    for strategy in STRATEGIES:
+        rule = make_rule(strategy, 1 if strategy == "single" else 8)
+        rule.start(vector)
+        reps = 200
+        start = time.perf_counter()
+        for _ in range(reps):
+            rule.step(average)
+        synchronize(vector.device)
+        costs[strategy] = (time.perf_counter() - start) / reps
+    return costs
 
 
 def run_workers(problem, exp, processes: int, args, strategy: str, per_process: int = 1,
@@ -356,6 +375,10 @@ def main() -> None:
         ema = ema_cost(trainer)
         print(f"(b) EMA update {1e3 * ema:.3f} ms, training block {1e3 * block:.1f} ms: "
               f"{100 * ema / block:.3f}% (target < 1%)")
+        costs = rule_costs(trainer)
+        print("    sync rule step (8 workers' rules, no all-reduce): " + ", ".join(
+            f"{name} {1e3 * seconds:.3f} ms ({100 * seconds / block:.2f}%)"
+            for name, seconds in costs.items()))
         results = {}
         for n in [int(w) for w in args.workers.split(",") if w]:
             strategy = "single" if n == 1 else "bmuf"

@@ -146,6 +146,22 @@ def test_ma_keeps_its_own_copy_of_the_buffer_the_trainer_reuses(rule):
     assert torch.equal(rule.global_model, torch.full((3,), 7.0))
 
 
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_bmuf_restarts_from_one_buffer_and_keeps_its_state_apart_from_the_average(nesterov):
+    # eta = 0.5: W_g = 2, then D = 0.5 * 2 + (7 - S) with S = W_g + eta * D (Nesterov) or W_g
+    rule = BlockMomentum(0.5, 1.0, nesterov=nesterov)
+    rule.start(torch.zeros(3))
+    buffer = torch.full((3,), 2.0)
+    first = rule.step(buffer)
+    buffer.fill_(7.0)   # the trainer writes the next sync's average into the same buffer
+    assert torch.equal(rule.global_model, torch.full((3,), 2.0))
+    assert torch.equal(first, torch.full((3,), 3.0 if nesterov else 2.0))
+    assert rule.step(buffer) is first   # the start point is rewritten in place at every sync
+    delta = 0.5 * 2.0 + (7.0 - (3.0 if nesterov else 2.0))
+    assert torch.equal(rule.global_model, torch.full((3,), 2.0 + delta))
+    assert torch.equal(first, torch.full((3,), 2.0 + delta + (0.5 * delta if nesterov else 0.0)))
+
+
 @pytest.mark.parametrize("n", [2, 4])
 def test_ma_matches_reference(n):
     workers = toy_workers(n)

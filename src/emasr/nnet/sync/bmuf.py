@@ -36,7 +36,8 @@ class BlockMomentum:
         self.warmup_blocks = warmup_blocks
         self.steps = 0
         self.global_model: torch.Tensor | None = None
-        self.delta: torch.Tensor | None = None   # D, the block momentum buffer
+        self.delta: torch.Tensor | None = None     # D, the block momentum buffer
+        self.restart: torch.Tensor | None = None   # S, and G while a step computes it
 
     @property
     def momentum(self) -> float:
@@ -46,15 +47,21 @@ class BlockMomentum:
     def start(self, initial: torch.Tensor) -> None:
         self.global_model = initial.detach().clone()
         self.delta = torch.zeros_like(self.global_model)
+        self.restart = torch.empty_like(self.global_model)
 
     def start_point(self) -> torch.Tensor:
-        """Where the workers start a block from."""
+        """Where the workers start a block from: the rule's own buffer, rewritten at every step
+        (the trainer loads it into the workers at once). Computed in place: a model-sized
+        allocation per sync costs more than the arithmetic (page faults; 6M parameters on a CPU:
+        tens of ms, bench/train.py (b))."""
         if self.nesterov:
-            return self.global_model + self.momentum * self.delta
-        return self.global_model.clone()
+            return torch.add(self.global_model, self.delta, alpha=self.momentum, out=self.restart)
+        return self.restart.copy_(self.global_model)
 
     def step(self, average: torch.Tensor) -> torch.Tensor:
-        update = average - self.start_point()
+        """W_g and D from the workers' mean; returns the next start point (`average` must not be
+        the buffer the last one was returned in: it is overwritten first)."""
+        update = torch.sub(average, self.start_point(), out=self.restart)   # G = W̄ - S
         self.delta.mul_(self.momentum).add_(update, alpha=self.zeta)
         self.global_model.add_(self.delta)
         self.steps += 1
@@ -69,4 +76,5 @@ class BlockMomentum:
     def load_state_dict(self, state: dict) -> None:
         self.global_model = _copy(state["global_model"])
         self.delta = _copy(state["delta"])
+        self.restart = None if self.global_model is None else torch.empty_like(self.global_model)
         self.steps = state.get("steps", 0)
