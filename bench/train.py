@@ -3,8 +3,9 @@
 
 (a) the trainer's frames/s against a minimal hand-written PyTorch loop (same model, same data
     already in memory, same minibatch size and optimizer); target >= 90%;
-(b) one EMA update against one training block; target < 1%; and each registered sync rule's step
-    (BMUF's at 8 workers), the rule alone on the model's vector, against one block;
+(b) one EMA update against one training block; target < 1%; and each registered averaged model's
+    update and sync rule's step (BMUF's at 8 workers), alone on the model's vector, against one
+    block;
 (c) one sync (flatten + all-reduce + rule + unflatten) against one block, from a 2-worker run;
 (d) speed-up against the number of workers (--workers 1,2,4,8): total training frames/s of N
     workers over 1 worker, the same data (one epoch) split among them, --threads per worker.
@@ -52,11 +53,12 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 from nnet_synthetic import make_corpus, write_targets  # noqa: E402
 
 from emasr.nnet import config as configs  # noqa: E402
+from emasr.nnet.averages import AVERAGED_MODELS  # noqa: E402
 from emasr.nnet.flat import model_to_vector  # noqa: E402
 from emasr.nnet.models import build_model  # noqa: E402
 from emasr.nnet.precision import PRECISIONS, autocast  # noqa: E402
 from emasr.nnet.resident import RESIDENT_DTYPES  # noqa: E402
-from emasr.nnet.sync import STRATEGIES, ExponentialMovingAverage, make_rule  # noqa: E402
+from emasr.nnet.sync import STRATEGIES, make_rule  # noqa: E402
 from emasr.nnet.trainer import Trainer  # noqa: E402
 
 
@@ -145,16 +147,22 @@ def paired(ours: list[float], loop: list[float]) -> str:
             f"[{min(ratios):.1f}, {max(ratios):.1f}] over {len(ratios)} rounds")
 
 
-def ema_cost(trainer: Trainer) -> float:
+def averager_costs(trainer: Trainer) -> dict[str, float]:
+    """Seconds per sync of each registered averaged model's update on this model's vector."""
     vector = model_to_vector(trainer.model)
-    ema = ExponentialMovingAverage(0.99)
-    ema.update(vector)
-    reps = 200
-    start = time.perf_counter()
-    for _ in range(reps):
-        ema.update(vector)
-    synchronize(vector.device)
-    return (time.perf_counter() - start) / reps
+    config = {"sync": {"ema_decay": 0.99, "ema_half_life_frames": None},
+              "average": {"cumulative_start": 0.0, "last_k": 2}}
+    costs = {}
+    for name, averaged in AVERAGED_MODELS.items():
+        averager = averaged.build(config, 1)
+        averager.update(vector)
+        reps = 200
+        start = time.perf_counter()
+        for _ in range(reps):
+            averager.update(vector)
+        synchronize(vector.device)
+        costs[name] = (time.perf_counter() - start) / reps
+    return costs
 
 
 def rule_costs(trainer: Trainer) -> dict[str, float]:
@@ -372,9 +380,13 @@ def main() -> None:
                   f"{100 * max(gathered) / max(loop):.1f}% of the hand-written loop; "
                   f"{paired(gathered, loop)}")
         block = trainer.counters["seconds_compute"] / trainer.counters["syncs"]
-        ema = ema_cost(trainer)
+        averaging = averager_costs(trainer)
+        ema = averaging["ema"]
         print(f"(b) EMA update {1e3 * ema:.3f} ms, training block {1e3 * block:.1f} ms: "
               f"{100 * ema / block:.3f}% (target < 1%)")
+        print("    averaged models' update per sync: " + ", ".join(
+            f"{name} {1e3 * seconds:.3f} ms ({100 * seconds / block:.2f}%)"
+            for name, seconds in averaging.items()))
         costs = rule_costs(trainer)
         print("    sync rule step (8 workers' rules, no all-reduce): " + ", ".join(
             f"{name} {1e3 * seconds:.3f} ms ({100 * seconds / block:.2f}%)"

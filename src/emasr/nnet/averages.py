@@ -45,7 +45,8 @@ class CumulativeAverage:
         if self.average is None:
             self.average = global_model.detach().clone()
         else:
-            self.average.add_(global_model - self.average, alpha=1.0 / self.updates)
+            # in place: a model-sized temporary per sync costs more than the arithmetic
+            self.average.lerp_(global_model, 1.0 / self.updates)
 
     def end_epoch(self, global_model: torch.Tensor) -> None:
         pass

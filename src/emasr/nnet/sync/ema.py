@@ -32,7 +32,8 @@ class ExponentialMovingAverage:
         if self.average is None:
             self.average = global_model.detach().clone()
         else:
-            self.average.mul_(self.decay).add_(global_model, alpha=1.0 - self.decay)
+            # alpha * average + (1 - alpha) * W_g in one pass over the vector
+            self.average.lerp_(global_model, 1.0 - self.decay)
         self.updates += 1
 
     def state_dict(self) -> dict:
