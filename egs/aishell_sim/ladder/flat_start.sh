@@ -8,6 +8,7 @@
 # alignment scales) in one thing:
 #   mono2k          the ladder's exp/mono itself, aligning train (as exp/mono_ali)
 #   mono2k_loop1    the same model aligning with --self-loop-scale 1.0 (durations at full weight)
+#   mono2k_loop1w   the same with --retry-beam 200, which aligns the utterances 40 leaves out
 #   mono2k_boost    trained and aligning with --boost-silence 1.25 (Kaldi's wsj and librispeech)
 #   monoall         trained on all training utterances (Kaldi's aishell s5)
 #   monoall_boost   both
@@ -57,10 +58,11 @@ mono() {  # mono NAME DATA [train_mono.sh options]: train, then align train the 
 piece mono2k align exp/mono exp/flat/mono2k_ali
 loop1="--transition-scale 1.0 --acoustic-scale 0.1 --self-loop-scale 1.0"
 piece mono2k_loop1 align exp/mono exp/flat/mono2k_loop1_ali --scale-opts "$loop1"
+piece mono2k_loop1w align exp/mono exp/flat/mono2k_loop1w_ali --scale-opts "$loop1" --retry-beam 200
 piece mono2k_boost mono mono2k_boost train_2000short --boost-silence 1.25
 piece monoall mono monoall train
 piece monoall_boost mono monoall_boost train --boost-silence 1.25
-variants="mono2k mono2k_loop1 mono2k_boost monoall monoall_boost"
+variants="mono2k mono2k_loop1 mono2k_loop1w mono2k_boost monoall monoall_boost"
 
 {
   echo "# The flat start: monophone settings and the boundary error of their alignments"
