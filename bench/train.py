@@ -147,22 +147,23 @@ def paired(ours: list[float], loop: list[float]) -> str:
             f"[{min(ratios):.1f}, {max(ratios):.1f}] over {len(ratios)} rounds")
 
 
+def seconds_per_call(call, device: torch.device, reps: int = 200) -> float:
+    call()   # the first call may allocate what the others reuse
+    start = time.perf_counter()
+    for _ in range(reps):
+        call()
+    synchronize(device)
+    return (time.perf_counter() - start) / reps
+
+
 def averager_costs(trainer: Trainer) -> dict[str, float]:
     """Seconds per sync of each registered averaged model's update on this model's vector."""
     vector = model_to_vector(trainer.model)
     config = {"sync": {"ema_decay": 0.99, "ema_half_life_frames": None},
               "average": {"cumulative_start": 0.0, "last_k": 2}}
-    costs = {}
-    for name, averaged in AVERAGED_MODELS.items():
-        averager = averaged.build(config, 1)
-        averager.update(vector)
-        reps = 200
-        start = time.perf_counter()
-        for _ in range(reps):
-            averager.update(vector)
-        synchronize(vector.device)
-        costs[name] = (time.perf_counter() - start) / reps
-    return costs
+    averagers = {name: averaged.build(config, 1) for name, averaged in AVERAGED_MODELS.items()}
+    return {name: seconds_per_call(lambda a=averager: a.update(vector), vector.device)
+            for name, averager in averagers.items()}
 
 
 def rule_costs(trainer: Trainer) -> dict[str, float]:
@@ -174,12 +175,7 @@ def rule_costs(trainer: Trainer) -> dict[str, float]:
     for strategy in STRATEGIES:
         rule = make_rule(strategy, 1 if strategy == "single" else 8)
         rule.start(vector)
-        reps = 200
-        start = time.perf_counter()
-        for _ in range(reps):
-            rule.step(average)
-        synchronize(vector.device)
-        costs[strategy] = (time.perf_counter() - start) / reps
+        costs[strategy] = seconds_per_call(lambda r=rule: r.step(average), vector.device)
     return costs
 
 

@@ -25,7 +25,7 @@ results=$PWD/ladder/flat_start/RESULTS.md
 w=exp/ladder_work
 mkdir -p ladder/flat_start
 start=$(date +%s)
-. ladder/workdir.sh   # workdir DIR
+. ladder/workdir.sh   # workdir DIR, piece NAME COMMAND...
 workdir "$w"
 # the ladder's corpus, lang, features and monophones (ladder/run.sh's settings for stages 0-4)
 ./run.sh --workdir "$w" --gmm-topology kaldi --stop-stage 4
@@ -33,15 +33,8 @@ workdir "$w"
 cd "$w"
 . ./path.sh
 . ./cmd.sh
-mkdir -p exp/flat
-piece() {  # piece NAME COMMAND...: run once (exp/flat/NAME.done records its seconds)
-  local name=$1 t0
-  shift
-  [ -f "exp/flat/$name.done" ] && { echo "$0: $name done already"; return; }
-  t0=$(date +%s)
-  "$@"
-  echo "$(( $(date +%s) - t0 )) s" > "exp/flat/$name.done"
-}
+pieces=exp/flat   # piece's done files
+mkdir -p $pieces
 align() {  # align MODEL_DIR ALI_DIR [align_si.sh options]: the training utterances
   local src=$1 dst=$2
   shift 2

@@ -26,7 +26,7 @@ The oracle alignments and what a GMM and the ladder's DNN make of them, in exp/l
 [ $# -eq 0 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
 cd "$(dirname "$0")/.."
 results=$PWD/ladder/oracle/RESULTS.md
-. ladder/workdir.sh   # workdir DIR, dev_chosen_hyp DIR SET
+. ladder/workdir.sh   # workdir DIR, dev_chosen_hyp DIR SET, piece NAME COMMAND...
 w=exp/ladder_work
 for f in "$w/exp/tri1_ali/final.mdl" "$w/exp/tri3_ali/ali.1.gz" "$w/exp/nnet_tree/graph/HCLG.fst" \
          "$w/exp/nnet/dnn_single_s1/decode_test/scoring_kaldi/best_cer"; do
@@ -39,15 +39,8 @@ cd "$w"
 . ./path.sh
 . ./cmd.sh
 timings=(corpus/timings/train.jsonl corpus/timings/dev.jsonl)
-piece() {  # piece NAME COMMAND...: run once (exp/oracle/NAME.done records its seconds)
-  local name=$1 t0
-  shift
-  [ -f "exp/oracle/$name.done" ] && { echo "$0: $name done already"; return; }
-  t0=$(date +%s)
-  "$@"
-  echo "$(( $(date +%s) - t0 )) s" > "exp/oracle/$name.done"
-}
-mkdir -p exp/oracle
+pieces=exp/oracle   # piece's done files
+mkdir -p $pieces
 
 oracle_alignments() {
   local/ali_from_timings.sh --cmd "$train_cmd" data/train exp/tri1_ali exp/oracle_ali "${timings[@]}"

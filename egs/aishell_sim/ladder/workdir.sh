@@ -18,3 +18,14 @@ dev_chosen_hyp() {
   lmwt=${best%_*} penalty=${best#*_}
   echo "$1/decode_$2/scoring_kaldi/penalty_$penalty/$lmwt.txt"
 }
+
+piece() {
+  # piece NAME COMMAND...: run COMMAND once; $pieces/NAME.done records its seconds, and a later
+  # call with the same NAME skips it
+  local name=$1 t0
+  shift
+  [ -f "$pieces/$name.done" ] && { echo "$0: $name done already"; return; }
+  t0=$(date +%s)
+  "$@"
+  echo "$(( $(date +%s) - t0 )) s" > "$pieces/$name.done"
+}
