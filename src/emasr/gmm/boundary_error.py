@@ -96,7 +96,7 @@ def boundary_errors(ali_dir: Path, timings: list[Path], phones_txt: Path, silenc
         truth[utt] = [(p, s, e) for p, s, e in timed_phones(record) if p not in silence]
         snr_of[utt] = record.get("conditions", {}).get("snr_db", np.nan)
     errors, labels, snr, compared, left_out = [], [], [], 0, 0
-    for path in sorted(ali_dir.glob("ali.*.gz")):
+    for path in alignment_files(ali_dir):
         for utt, alignment in iter_alignment_file(path):
             if only is not None and utt not in only:
                 continue
