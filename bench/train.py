@@ -179,6 +179,12 @@ def rule_costs(trainer: Trainer) -> dict[str, float]:
     return costs
 
 
+def against_block(costs: dict[str, float], block: float) -> str:
+    """'name ms (share of a block)' for each timed piece."""
+    return ", ".join(f"{name} {1e3 * seconds:.3f} ms ({100 * seconds / block:.2f}%)"
+                     for name, seconds in costs.items())
+
+
 def run_workers(problem, exp, processes: int, args, strategy: str, per_process: int = 1,
                 threads: int | None = None, epochs: int = 1) -> dict:
     """The last epoch's record of a torchrun training (its totals count every epoch)."""
@@ -380,13 +386,9 @@ def main() -> None:
         ema = averaging["ema"]
         print(f"(b) EMA update {1e3 * ema:.3f} ms, training block {1e3 * block:.1f} ms: "
               f"{100 * ema / block:.3f}% (target < 1%)")
-        print("    averaged models' update per sync: " + ", ".join(
-            f"{name} {1e3 * seconds:.3f} ms ({100 * seconds / block:.2f}%)"
-            for name, seconds in averaging.items()))
-        costs = rule_costs(trainer)
-        print("    sync rule step (8 workers' rules, no all-reduce): " + ", ".join(
-            f"{name} {1e3 * seconds:.3f} ms ({100 * seconds / block:.2f}%)"
-            for name, seconds in costs.items()))
+        print(f"    averaged models' update per sync: {against_block(averaging, block)}")
+        print("    sync rule step (8 workers' rules, no all-reduce): "
+              f"{against_block(rule_costs(trainer), block)}")
         results = {}
         for n in [int(w) for w in args.workers.split(",") if w]:
             strategy = "single" if n == 1 else "bmuf"
