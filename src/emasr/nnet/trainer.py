@@ -31,7 +31,7 @@ from emasr.nnet.comm import (Communicator, destroy_process_group, init_process_g
                               worker_device)
 from emasr.nnet.data import (DataError, Source, eval_batches, shard, training_data,
                              utterances_with_targets, validate_targets)
-from emasr.nnet.flat import model_to_vector, vector_to_model
+from emasr.nnet.flat import mean_to_vector, model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
 from emasr.nnet.averages import build_averagers
 from emasr.nnet.precision import make_optimizer, set_tf32
@@ -146,6 +146,9 @@ class Trainer:
         self.rule.start(initial)
         # the sync's buffer (pack): [model vector, extras], kept for the whole run
         self.packed = torch.empty(initial.numel() + EXTRAS, dtype=torch.float32, device=self.device)
+        # K > 1: the K local models are summed in float64 before their mean is rounded to fp32
+        self.worker_sum = (torch.empty(initial.numel(), dtype=torch.float64, device=self.device)
+                           if self.per_process > 1 else None)
         self.averagers = build_averagers(c, self.frames_per_sync())
         if self.rank == 0 and "ema" in self.averagers:
             logger.info("EMA decay %.6f per sync (%d frames per sync)",
@@ -258,10 +261,11 @@ class Trainer:
         workers' mean [loss sum, correct frames, labelled frames] and the seconds taken."""
         start = time.perf_counter()
         self.local.train()
-        sums = torch.zeros(3, dtype=torch.float64, device=self.device)
+        # each worker's sums, added over workers once per block rather than at every step
+        sums = torch.zeros(self.per_process, 3, dtype=torch.float64, device=self.device)
         for step in zip(*blocks):
-            sums += self.local.step(list(step)).sum(0)
-        loss_sum, correct, frames = sums.tolist()   # the block's one wait for the device
+            sums += self.local.step(list(step))
+        loss_sum, correct, frames = sums.sum(0).tolist()   # the block's one wait for the device
         k = self.per_process
         return [loss_sum / k, correct / k, frames / k], time.perf_counter() - start
 
@@ -273,7 +277,8 @@ class Trainer:
         if self.per_process == 1:
             model_to_vector(self.model, out=average)
         else:
-            average.copy_(self.local.vectors().double().mean(0))
+            mean_to_vector([self.local.tensors(k) for k in range(self.per_process)], average,
+                           self.worker_sum)
         self.packed[-EXTRAS:].copy_(torch.tensor([1.0 if next_ready else 0.0, *stats]))
         return self.packed
 
@@ -283,17 +288,17 @@ class Trainer:
         packed = self.pack(next_ready, stats)
         if self.rule.communicates:
             self.comm.mean(packed)   # in place
-        average, extras = packed[:-EXTRAS], packed[-EXTRAS:]
+        average, extras = packed[:-EXTRAS], packed[-EXTRAS:].tolist()
         restart = self.rule.step(average)
         if self.rule.communicates:   # `single`: the restart is the worker's own model already
             self.local.load_vector(restart)
         self.counters["syncs"] += 1
-        self.counters["frames"] += float(extras[-1]) * self.workers
+        self.counters["frames"] += extras[-1] * self.workers
         progress = self.progress()
         for averager in self.averagers.values():
             averager.update(self.rule.global_model, progress)
-        ready = float(extras[0]) > 1.0 - 0.5 / self.world
-        return ready, [float(v) for v in extras[1:]]
+        ready = extras[0] > 1.0 - 0.5 / self.world
+        return ready, extras[1:]
 
     # -- evaluation and epoch end -------------------------------------------------------------
     def evaluate(self, vector: torch.Tensor) -> tuple[float, float]:

@@ -29,17 +29,19 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from emasr.nnet.data import IGNORE
-from emasr.nnet.flat import model_to_vector, vector_to_model
+from emasr.nnet.flat import model_to_vector, state_tensors, vector_to_model
 from emasr.nnet.precision import autocast, compiled
 
 
-def correct_frames(log_probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def correct_frames(log_probs: torch.Tensor, labels: torch.Tensor,
+                   labelled: torch.Tensor | None = None) -> torch.Tensor:
     """Which frames are classified correctly: the label's log-posterior is the frame's highest (a
-    tie counts); an unlabelled frame never is. [..., P] and [...] -> bool [...]. The row maximum
-    and one gather cost a fraction of an argmax on a CPU (256 frames of 3000 pdfs: 0.1 against
-    0.8 ms)."""
+    tie counts); an unlabelled frame never is. [..., P] and [...] -> bool [...] (`labelled`:
+    labels != IGNORE, where the caller has it already). The row maximum and one gather cost a
+    fraction of an argmax on a CPU (256 frames of 3000 pdfs: 0.1 against 0.8 ms)."""
     label_scores = log_probs.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    return (label_scores == log_probs.amax(-1)) & (labels != IGNORE)
+    return (label_scores == log_probs.amax(-1)) & (labels != IGNORE if labelled is None
+                                                   else labelled)
 
 
 def batch_stats(log_probs: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -48,9 +50,10 @@ def batch_stats(log_probs: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor,
     of per minibatch lets a GPU run ahead of the host)."""
     flat, labels = log_probs.reshape(-1, log_probs.shape[-1]), y.reshape(-1)
     loss = F.nll_loss(flat, labels, ignore_index=IGNORE, reduction="sum")
+    labelled = labels != IGNORE
     # counted on detached log-posteriors: no autograd graph for what the loss does not use
-    return loss, torch.stack([loss.detach(), correct_frames(flat.detach(), labels).sum(),
-                              (labels != IGNORE).sum()])
+    return loss, torch.stack([loss.detach(), correct_frames(flat.detach(), labels, labelled).sum(),
+                              labelled.sum()])
 
 
 def predict(model, x: torch.Tensor, data_config: dict) -> torch.Tensor:
@@ -141,19 +144,26 @@ class LoopWorkers:
     def step(self, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
         """One minibatch per worker; returns [K, 3]: each worker's loss sum, correct frames and
         labelled frames (on the device: nothing here waits for it)."""
+        if self.streams is None:   # one worker: no stream to switch to, nothing to stack
+            return self.step_one(0, *batches[0]).unsqueeze(0)
         out = []
-        for k, (model, optimizer, (x, y)) in enumerate(zip(self.models, self.optimizers, batches)):
-            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+        for k, (x, y) in enumerate(batches):
             with self.stream(k):
-                optimizer.zero_grad(set_to_none=True)
-                with autocast(self.device, self.precision):
-                    loss, stats = self.losses[k](x, y)
-                (loss / stats[2].clamp(min=1.0)).backward()
-            if self.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), self.max_grad_norm)
-            optimizer.step()
-            out.append(stats)
+                out.append(self.step_one(k, x, y))
         return torch.stack(out)
+
+    def step_one(self, k: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Worker k's step on its minibatch (dropout draws from the current stream); [3]."""
+        model, optimizer = self.models[k], self.optimizers[k]
+        x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+        optimizer.zero_grad(set_to_none=True)
+        with autocast(self.device, self.precision):
+            loss, stats = self.losses[k](x, y)
+        (loss / stats[2].clamp(min=1.0)).backward()
+        if self.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), self.max_grad_norm)
+        optimizer.step()
+        return stats
 
     def set_lr(self, lr: float) -> None:
         for optimizer in self.optimizers:
@@ -163,6 +173,10 @@ class LoopWorkers:
     def vectors(self) -> torch.Tensor:
         """[K, V]: the local models as flat vectors (emasr.nnet.flat order)."""
         return torch.stack([model_to_vector(m) for m in self.models])
+
+    def tensors(self, k: int) -> list[torch.Tensor]:
+        """Worker k's synchronized tensors in emasr.nnet.flat order."""
+        return state_tensors(self.models[k])
 
     def load_vector(self, vector: torch.Tensor) -> None:
         for model in self.models:
@@ -270,7 +284,8 @@ class StackedWorkers:
         sizes = [len(y) for _, y in batches]
         rows = max(sizes)
         x, y = self.stack(batches, rows)
-        counts = (y != IGNORE).sum(1).to(torch.float32)
+        labelled = y != IGNORE
+        counts = labelled.sum(1).to(torch.float32)
         self.optimizer.zero_grad(set_to_none=True)
         masks = self.masks(sizes, rows)
         with autocast(self.device, self.precision):
@@ -278,7 +293,7 @@ class StackedWorkers:
             flat = log_probs.reshape(-1, log_probs.shape[-1]).float()
             losses = F.nll_loss(flat, y.reshape(-1), ignore_index=IGNORE,
                                 reduction="none").view(self.count, rows).sum(1)
-        correct = correct_frames(log_probs.detach(), y).sum(1)
+        correct = correct_frames(log_probs.detach(), y, labelled).sum(1)
         # worker k's loss depends on its slice of the parameters only: one backward gives each
         # its own gradient
         (losses / counts.clamp(min=1.0)).sum().backward()
@@ -305,6 +320,9 @@ class StackedWorkers:
     def vectors(self) -> torch.Tensor:
         return torch.cat([self.params[n].detach().reshape(self.count, -1) for n in self.names],
                          dim=1)
+
+    def tensors(self, k: int) -> list[torch.Tensor]:
+        return [self.params[n].detach()[k] for n in self.names]
 
     @torch.no_grad()
     def load_vector(self, vector: torch.Tensor) -> None:
