@@ -22,6 +22,9 @@
     with --resident the workers of (d), (e) and (h) read through it too.
 (h) virtual workers against K (--virtual-sweep 1,2,4,8): one process of K workers, frames/s
     against K x one worker's, and TFLOP/s done (6 x parameters per frame).
+(i) host work against K (--host-operations 1,8,32): tensor operations per training step of one
+    process of K virtual workers with the resident loader (data, step, sync), each at least one
+    kernel launch on a GPU.
 
 --precision bf16 and --tf32 apply to the trainers and the hand-written loop alike (train.precision,
 train.tf32; the loop under the same autocast).
@@ -30,6 +33,7 @@ train.tf32; the loop under the same autocast).
 more workers than GPUs the workers share them through gloo (dist.device, dist.backend).
 
 Usage: python bench/train.py [--workers 1,2] [--virtual 8] [--virtual-sweep 1,2,4,8] [--resident]
+                           [--host-operations 1,8,32]
                            [--utts 64] [--hidden 256] [--layers 4] [--tau 4] [--device cpu|cuda]
                            [--precision fp32|bf16] [--tf32] [--json speedup.json]
                            (--json for `emasr report --bench`)
@@ -37,6 +41,7 @@ Usage: python bench/train.py [--workers 1,2] [--virtual 8] [--virtual-sweep 1,2,
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import subprocess
@@ -47,6 +52,7 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests"))
@@ -313,6 +319,58 @@ def virtual_sweep(problem, root: str, args, parameters: int) -> None:
         print(f"    {k:7d}  {fps:8.0f}  {fps / (k * one):17.2f}  {tflops:7.3f}")
 
 
+class OperationCount(TorchDispatchMode):
+    """Counts the tensor operations dispatched to a device (after autograd, so the backward's
+    too), each charged to the part of the trainer that is running (`part`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: collections.Counter = collections.Counter()
+        self.part = "other"
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.counts[self.part] += 1
+        return func(*args, **(kwargs or {}))
+
+    def charge(self, obj, method: str, part: str) -> None:
+        """Charge the operations of obj.method to `part` (the instance's method, wrapped)."""
+        call = getattr(obj, method)
+
+        def charged(*a, **k):
+            outer, self.part = self.part, part
+            try:
+                return call(*a, **k)
+            finally:
+                self.part = outer
+        setattr(obj, method, charged)
+
+
+def host_operations(root: str, args) -> None:
+    """(i): tensor operations per training step of one process of K virtual workers (BMUF, the
+    resident loader), by part, over the second epoch. Each is at least one kernel launch on a
+    GPU, where launches rather than arithmetic bound small steps: the count says how the host's
+    work grows with K on any machine. Each worker gets 24 utterances (about 20 steps)."""
+    print("(i)       K  per step: data  step  sync  other  (tensor operations; on a GPU each "
+          "at least one kernel launch)")
+    for k in [int(k) for k in args.host_operations.split(",")]:
+        problem = make_data(os.path.join(root, f"ops_{k}"), 24 * k, args.dim, args.pdfs)
+        options = [*resident_overrides(args), f"dist.workers_per_process={k}",
+                   f"sync.strategy={'single' if k == 1 else 'bmuf'}"]
+        trainer = make_trainer(problem, os.path.join(root, f"exp_ops_{k}"), args, options)
+        trainer.run_epoch(0, 0)   # loads the shards
+        count = OperationCount()
+        for data in [*trainer.shards, *([trainer.group.joint] if trainer.group else [])]:
+            count.charge(data, "examples_of", "data")
+        count.charge(trainer.local, "step", "step")
+        count.charge(trainer, "sync", "sync")
+        syncs = trainer.counters["syncs"]
+        with count:
+            trainer.run_epoch(1, 0)
+        steps = (trainer.counters["syncs"] - syncs) * args.tau
+        parts = [count.counts[part] / steps for part in ("data", "step", "sync", "other")]
+        print(f"    {k:7d}  {'  '.join(f'{n:4.0f}' for n in parts)}   ({steps} steps)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--workers", default="1,2",
@@ -321,6 +379,8 @@ def main() -> None:
                         help="(e): K virtual workers in one process against K processes and 1")
     parser.add_argument("--virtual-sweep", default="",
                         help="(h): K virtual workers in one process for each K, e.g. 1,2,4,8")
+    parser.add_argument("--host-operations", default="",
+                        help="(i): K list, e.g. 1,8,32: tensor operations per step of K workers")
     parser.add_argument("--batching", type=int, default=0,
                         help="(f): one step of K workers batched (vmap) against a loop")
     parser.add_argument("--utts", type=int, default=128)
@@ -413,6 +473,8 @@ def main() -> None:
             virtual_sweep(problem, root, args, model_to_vector(trainer.model).numel())
         if args.batching:
             batching(args, trainer.input_dim)
+        if args.host_operations:
+            host_operations(root, args)
         if args.json:
             with open(args.json, "w", encoding="utf-8") as f:
                 json.dump(curve, f, indent=1)

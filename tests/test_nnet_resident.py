@@ -10,7 +10,7 @@ import torch
 
 from emasr.nnet import config as configs
 from emasr.nnet.data import Source, TrainingData, make_chunks, shard, utterances_with_targets
-from emasr.nnet.resident import ResidentData
+from emasr.nnet.resident import ResidentData, ResidentGroup
 from emasr.nnet.trainer import make_pipeline, open_targets
 from nnet_synthetic import DIM, NUM_PDFS, TINY_DNN, TINY_LSTM
 from test_nnet_train import problem, train  # noqa: F401
@@ -145,3 +145,34 @@ def test_the_shard_is_loaded_once_into_one_tensor(problem):
     assert data.feats.data_ptr() == where and frames == [len(data.labels)] * 3
     assert data.feats.is_contiguous() and data.feats.shape == (len(data.labels), 3 * DIM)
     np.testing.assert_array_equal(data.ends.numpy()[:-1], data.starts.numpy()[1:])
+
+
+@pytest.mark.parametrize("tiny", [TINY_DNN, LSTM_SPLICED], ids=["dnn", "lstm"])
+def test_a_group_of_shards_gathers_every_workers_minibatch_at_once(problem, tiny):
+    # 3 virtual workers' shards in one store: step i is minibatch i of each worker as its own
+    # shard yields it, as long as every worker has one; full steps come as one [K, B, ...] gather
+    def shards():
+        return [ResidentData(*worker_shard(problem, tiny + RESIDENT, rank, 3)[:2],
+                             worker_shard(problem, tiny + RESIDENT)[2]["data"],
+                             tiny is LSTM_SPLICED, rank) for rank in range(3)]
+
+    group, apart = ResidentGroup(shards()), shards()
+    steps = list(group.steps(epoch=1))
+    alone = [list(shard.minibatches(1)) for shard in apart]
+    assert len(steps) == min(len(batches) for batches in alone) >= 3
+    for i, step in enumerate(steps):
+        assert len(step) == 3
+        for (x, y), (want_x, want_y) in zip(step, [batches[i] for batches in alone]):
+            assert torch.equal(x, want_x) and torch.equal(y, want_y)
+        full = all(len(y) == apart[0].batch_size for _, y in step)
+        assert (step.stacked is not None) == full
+        if full:
+            assert step.stacked[0].shape[:2] == (3, apart[0].batch_size)
+    assert steps[-1].stacked is None   # the shortest shard ends in a short minibatch here
+    # the shards are views of the group's one store; a resumed epoch skips whole steps
+    store = group.joint.feats.untyped_storage().data_ptr()
+    assert all(shard.feats.untyped_storage().data_ptr() == store for shard in group.shards)
+    resumed = list(group.steps(epoch=1, skip=2))
+    assert len(resumed) == len(steps) - 2
+    assert all(torch.equal(a[k][0], b[k][0]) for a, b in zip(resumed, steps[2:]) for k in range(3))
+

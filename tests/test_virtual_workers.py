@@ -172,18 +172,17 @@ def test_the_sync_takes_the_mean_of_the_k_models_in_float64(tiny, extra):
         **({} if can_stack(model) else {"data_config": c["data"]}))
     rng = torch.Generator().manual_seed(4)
     with torch.no_grad():
-        for k in range(3):
-            for tensor in workers.tensors(k):
+        for column in workers.columns():
+            for k, tensor in enumerate(column):
                 tensor.add_(torch.randn(tensor.shape, generator=rng) * 10.0 ** (k - 1))
     vectors = workers.vectors()
     assert not torch.equal(vectors[0], vectors[1])
     size = vectors.shape[1]
     out = torch.empty(size)
-    mean_to_vector([workers.tensors(k) for k in range(3)], out,
-                   torch.empty(size, dtype=torch.float64))
+    mean_to_vector(workers.columns(), out, torch.empty(size, dtype=torch.float64))
     assert torch.equal(out, vectors.double().mean(0).float())
     with pytest.raises(ValueError, match=f"the models have {size} values, the vector {size + 1}"):
-        mean_to_vector([workers.tensors(k) for k in range(3)], torch.empty(size + 1),
+        mean_to_vector(workers.columns(), torch.empty(size + 1),
                        torch.empty(size + 1, dtype=torch.float64))
 
 

@@ -11,8 +11,8 @@ frames repeated), in a store 2s + 1 times smaller than the spliced inputs.
 Placement (`data.resident_memory`): `device`, the training device; `host`, host memory (on a GPU
 the gathered minibatches are pinned and copied without waiting, in a background thread, as the
 stream loader's); `auto`, the training device when the shard takes at most DEVICE_SHARE of the
-device's free memory when it is loaded (each virtual worker's shard in turn), else the host. On a
-CPU all three are the same plain memory.
+device's free memory when it is loaded (a process's virtual workers' shards together, in one store:
+ResidentGroup), else the host. On a CPU all three are the same plain memory.
 
 Minibatches. DNN: numpy.random.default_rng([seed, epoch, rank, 2]) permutes the shard's F frame
 indices, and each minibatch is the next slice of data.minibatch_frames of them: one gather of their
@@ -98,16 +98,34 @@ class ResidentData:
         """Read the shard once (the feature pipeline, checks and all, as the stream loader)."""
         if self.feats is not None:
             return
-        plain = unspliced(self.source)
+        feats, labels = self.pieces()
+        lengths = np.array([len(y) for y in labels], dtype=np.int64)
+        frames, dim = int(lengths.sum()), self.frame_dim
+        store = self.placement(frames * (dim * self.dtype.itemsize + 8))
+        self.attach(concatenate(feats, (frames, dim), self.dtype, store),
+                    concatenate(labels, (frames,), torch.int64, store), lengths)
+        logger.info("worker %d: %d frames (%d utterances) resident on %s as %s, %.1f MB",
+                    self.rank, frames, len(lengths), self.store, self.dtype,
+                    frames * (dim * self.dtype.itemsize + 8) / 1e6)
+
+    @property
+    def frame_dim(self) -> int:
+        """The stored (unspliced) frame's dimension."""
+        return self.source.input_dim // (2 * self.splice + 1)
+
+    def pieces(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Each utterance's network frames (stacked, not spliced; in the storage dtype) and
+        labels, in host memory."""
         feats, labels = [], []
-        for _, x, y in plain.utterances(self.utts):
+        for _, x, y in unspliced(self.source).utterances(self.utts):
             feats.append(torch.from_numpy(x).to(self.dtype))
             labels.append(torch.from_numpy(y))
-        lengths = np.array([len(y) for y in labels], dtype=np.int64)
-        frames, dim = int(lengths.sum()), plain.input_dim
-        self.store = self.placement(frames * (dim * self.dtype.itemsize + 8))
-        self.feats = concatenate(feats, (frames, dim), self.dtype, self.store)
-        self.labels = concatenate(labels, (frames,), torch.int64, self.store)
+        return feats, labels
+
+    def attach(self, feats: torch.Tensor, labels: torch.Tensor, lengths: np.ndarray) -> None:
+        """Hold `feats` [F, D] and `labels` [F] (a store of its own or rows of a group's,
+        ResidentGroup) with utterances of `lengths` rows each, and index them."""
+        self.store, self.feats, self.labels = feats.device, feats, labels
         ends = np.cumsum(lengths)
         starts = ends - lengths
         self.starts = torch.from_numpy(starts).to(self.store)
@@ -124,9 +142,6 @@ class ResidentData:
             self.window = torch.arange(-int(self.config["left_context"]),
                                        chunk + int(self.config["output_delay"]), device=self.store)
             self.positions = torch.arange(chunk, device=self.store)
-        logger.info("worker %d: %d frames (%d utterances) resident on %s as %s, %.1f MB",
-                    self.rank, frames, len(lengths), self.store, self.dtype,
-                    (self.feats.numel() * self.dtype.itemsize + 8 * frames) / 1e6)
 
     @property
     def examples(self) -> int:
@@ -168,14 +183,105 @@ class ResidentData:
         rng = np.random.default_rng([int(self.config["seed"]), epoch, self.rank, 2])
         return torch.from_numpy(rng.permutation(self.examples)).to(self.store)
 
+    @property
+    def batch_size(self) -> int:
+        """Examples per minibatch: frames (DNN) or chunks (LSTM)."""
+        return int(self.config["chunks_per_minibatch" if self.sequence else "minibatch_frames"])
+
+    def examples_of(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.chunks(ids) if self.sequence else self.frames(ids)
+
     def minibatches(self, epoch: int, skip: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """The epoch's minibatches from the `skip`-th on."""
         self.load()
-        batch = int(self.config["chunks_per_minibatch" if self.sequence else "minibatch_frames"])
-        order, examples_of = self.order(epoch), self.chunks if self.sequence else self.frames
-        batches = (examples_of(order[i:i + batch])
+        batch, order = self.batch_size, self.order(epoch)
+        batches = (self.examples_of(order[i:i + batch])
                    for i in range(skip * batch, len(order), batch))
         if self.store == self.device:   # gathered where they are trained: nothing to copy
             yield from batches
         else:   # a host store for a GPU: gather and pin in a thread, copied without waiting
             yield from prefetch((x.pin_memory(), y.pin_memory()) for x, y in batches)
+
+
+class StepBatches(list):
+    """One step's minibatches of a process's K workers: K pairs (x, y). `stacked`: the same as
+    one pair of [K, B, ...] tensors, when they came from one gather (the pairs are its slices)."""
+
+    def __init__(self, batches, stacked: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        super().__init__(batches)
+        self.stacked = stacked
+
+
+def from_stacked(x: torch.Tensor, y: torch.Tensor) -> StepBatches:
+    return StepBatches(zip(x.unbind(0), y.unbind(0)), (x, y))
+
+
+class ResidentGroup:
+    """The resident shards of one process's K workers (dist.workers_per_process) in one store, so
+    that a step's K minibatches are one gather whatever K. A gather is about twenty tensor
+    operations, each a kernel launch on a GPU; K workers gathering apart made it K times that,
+    at K = 8 as many operations per step as the workers' batched step itself (bench/train.py
+    (i)).
+
+    Each shard keeps its own view of its rows (its minibatches() are unchanged), and worker k's
+    example i is example base[k] + i of the group's joint tables. Step i holds minibatch i of
+    every worker, exactly what each shard's minibatches() yields, while every worker has one
+    (the trainer's blocks end with the shortest shard, as they do for separate streams); a step
+    where some worker's minibatch is its short last one is gathered worker by worker."""
+
+    def __init__(self, shards: list[ResidentData]) -> None:
+        self.shards = shards
+        self.joint: ResidentData | None = None   # the group's tables over all rows
+
+    def load(self) -> None:
+        if self.joint is not None:
+            return
+        first = self.shards[0]
+        pieces = [shard.pieces() for shard in self.shards]
+        lengths = [np.array([len(y) for y in labels], dtype=np.int64) for _, labels in pieces]
+        frames, dim = int(sum(n.sum() for n in lengths)), first.frame_dim
+        store = first.placement(frames * (dim * first.dtype.itemsize + 8))
+        feats = concatenate([x for xs, _ in pieces for x in xs], (frames, dim), first.dtype, store)
+        labels = concatenate([y for _, ys in pieces for y in ys], (frames,), torch.int64, store)
+        del pieces
+        self.joint = ResidentData(first.source, [u for shard in self.shards for u in shard.utts],
+                                  first.config, first.sequence, first.rank, first.device)
+        self.joint.attach(feats, labels, np.concatenate(lengths))
+        self.base, row, example = [], 0, 0
+        for shard, n in zip(self.shards, lengths):
+            shard.attach(feats[row:row + int(n.sum())], labels[row:row + int(n.sum())], n)
+            self.base.append(example)
+            row, example = row + int(n.sum()), example + shard.examples
+        logger.info("workers %d-%d: %d frames resident in one store on %s as %s, %.1f MB",
+                    first.rank, self.shards[-1].rank, frames, store, first.dtype,
+                    frames * (dim * first.dtype.itemsize + 8) / 1e6)
+
+    def steps(self, epoch: int, skip: int = 0) -> Iterator[StepBatches]:
+        """The epoch's steps from the `skip`-th on."""
+        self.load()
+        joint, count = self.joint, len(self.shards)
+        batch, orders = joint.batch_size, [shard.order(epoch) for shard in self.shards]
+        full = min(len(order) for order in orders) // batch   # steps where every minibatch is full
+        # those steps' examples, worker k's in row k (the joint tables' ids): a step is one slice
+        ids = torch.stack([order[:full * batch] + base for order, base in zip(orders, self.base)])
+
+        def gathered() -> Iterator[StepBatches]:
+            for i in range(skip, min(-(-len(order) // batch) for order in orders)):
+                if i < full:
+                    x, y = joint.examples_of(ids[:, i * batch:(i + 1) * batch].reshape(-1))
+                    yield from_stacked(x.view(count, batch, *x.shape[1:]),
+                                       y.view(count, batch, *y.shape[1:]))
+                else:
+                    yield StepBatches(shard.examples_of(order[i * batch:(i + 1) * batch])
+                                      for shard, order in zip(self.shards, orders))
+
+        if joint.store == joint.device:
+            yield from gathered()
+        else:   # a host store for a GPU: gather and pin in a thread, as minibatches() does
+            yield from prefetch(pinned(step) for step in gathered())
+
+
+def pinned(step: StepBatches) -> StepBatches:
+    if step.stacked is not None:
+        return from_stacked(*(t.pin_memory() for t in step.stacked))
+    return StepBatches((x.pin_memory(), y.pin_memory()) for x, y in step)

@@ -34,6 +34,7 @@ from emasr.nnet.data import (DataError, Source, eval_batches, shard, training_da
 from emasr.nnet.flat import mean_to_vector, model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
 from emasr.nnet.averages import build_averagers
+from emasr.nnet.resident import ResidentGroup
 from emasr.nnet.precision import make_optimizer, set_tf32
 from emasr.nnet.schedule import LearningRateSchedule
 from emasr.nnet.sync import make_rule
@@ -124,6 +125,9 @@ class Trainer:
                                      shard(train_utts, int(c["data"]["seed"]), g, self.workers),
                                      c["data"], self.model.sequence_model, g, self.device)
                        for g in self.worker_ids]
+        # K resident shards: one store, one gather per step for all K
+        self.group = (ResidentGroup(self.shards)
+                      if c["data"]["loader"] == "resident" and self.per_process > 1 else None)
         own = [u for data in self.shards for u in data.utts]
         lengths = validate_targets(self.targets, own + self.dev_utts[self.rank::self.world],
                                    self.num_pdfs, self.targets_dir)
@@ -220,12 +224,16 @@ class Trainer:
 
     def run_epoch(self, epoch: int, start_block: int) -> None:
         tau = int(self.config["sync"]["block_size"])
-        # from the resume point on: the same epoch's data order, the minibatches before it skipped
-        streams = [data.minibatches(epoch, skip=start_block * tau) for data in self.shards]
+        # from the resume point on: the same epoch's data order, the minibatches before it
+        # skipped; step i holds every worker's minibatch i, while every worker has one
+        if self.group is not None:
+            steps = self.group.steps(epoch, skip=start_block * tau)
+        else:
+            steps = zip(*[data.minibatches(epoch, skip=start_block * tau) for data in self.shards])
 
-        def next_block():   # tau minibatches of each of this process's workers
-            blocks = [list(islice(batches, tau)) for batches in streams]
-            return blocks, all(len(b) == tau for b in blocks)
+        def next_block():   # tau steps of this process's workers
+            block = list(islice(steps, tau))
+            return block, len(block) == tau
 
         block, full = next_block()
         ready = self.all_ready(full)
@@ -256,15 +264,15 @@ class Trainer:
         self.comm.all_reduce(flag, "first-block check", op=torch.distributed.ReduceOp.MIN)
         return bool(flag.item() > 0.5)
 
-    def train_block(self, blocks: list[list]) -> tuple[list[float], float]:
-        """tau minibatches on each of the process's workers (blocks[k]: worker k's); returns the
+    def train_block(self, block: list) -> tuple[list[float], float]:
+        """tau steps of the process's workers (block[i][k]: worker k's minibatch i); returns the
         workers' mean [loss sum, correct frames, labelled frames] and the seconds taken."""
         start = time.perf_counter()
         self.local.train()
         # each worker's sums, added over workers once per block rather than at every step
         sums = torch.zeros(self.per_process, 3, dtype=torch.float64, device=self.device)
-        for step in zip(*blocks):
-            sums += self.local.step(list(step))
+        for step in block:
+            sums += self.local.step(step)
         loss_sum, correct, frames = sums.sum(0).tolist()   # the block's one wait for the device
         k = self.per_process
         return [loss_sum / k, correct / k, frames / k], time.perf_counter() - start
@@ -277,8 +285,7 @@ class Trainer:
         if self.per_process == 1:
             model_to_vector(self.model, out=average)
         else:
-            mean_to_vector([self.local.tensors(k) for k in range(self.per_process)], average,
-                           self.worker_sum)
+            mean_to_vector(self.local.columns(), average, self.worker_sum)
         self.packed[-EXTRAS:].copy_(torch.tensor([1.0 if next_ready else 0.0, *stats]))
         return self.packed
 

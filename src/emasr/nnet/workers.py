@@ -174,9 +174,9 @@ class LoopWorkers:
         """[K, V]: the local models as flat vectors (emasr.nnet.flat order)."""
         return torch.stack([model_to_vector(m) for m in self.models])
 
-    def tensors(self, k: int) -> list[torch.Tensor]:
-        """Worker k's synchronized tensors in emasr.nnet.flat order."""
-        return state_tensors(self.models[k])
+    def columns(self) -> list[tuple[torch.Tensor, ...]]:
+        """Each synchronized tensor's K copies, in emasr.nnet.flat order (flat.mean_to_vector)."""
+        return list(zip(*[state_tensors(model) for model in self.models]))
 
     def load_vector(self, vector: torch.Tensor) -> None:
         for model in self.models:
@@ -267,7 +267,11 @@ class StackedWorkers:
         return tuple(out)
 
     def stack(self, batches: list[tuple[torch.Tensor, torch.Tensor]], rows: int):
-        """[K, rows, D] inputs and [K, rows] labels on the device, short minibatches padded."""
+        """[K, rows, D] inputs and [K, rows] labels on the device, short minibatches padded (as
+        they are where one gather made them: emasr.nnet.resident.StepBatches)."""
+        stacked = getattr(batches, "stacked", None)
+        if stacked is not None:
+            return tuple(t.to(self.device, non_blocking=True) for t in stacked)
         if all(len(y) == rows for _, y in batches):
             return (torch.stack([x.to(self.device, non_blocking=True) for x, _ in batches]),
                     torch.stack([y.to(self.device, non_blocking=True) for _, y in batches]))
@@ -321,8 +325,9 @@ class StackedWorkers:
         return torch.cat([self.params[n].detach().reshape(self.count, -1) for n in self.names],
                          dim=1)
 
-    def tensors(self, k: int) -> list[torch.Tensor]:
-        return [self.params[n].detach()[k] for n in self.names]
+    def columns(self) -> list[tuple[torch.Tensor, ...]]:
+        # one unbind per parameter: K views of its rows without K indexing operations each
+        return [self.params[n].detach().reshape(self.count, -1).unbind(0) for n in self.names]
 
     @torch.no_grad()
     def load_vector(self, vector: torch.Tensor) -> None:
