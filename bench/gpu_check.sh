@@ -7,7 +7,7 @@
 #     against the stream loader and the loop;
 #  2. the same DNN in bf16 with TF32 matmuls (trainers and loop alike), the resident shard in fp16,
 #     and (h): one process of K = 1, 2, 4, 8, 16, 32 virtual workers (BMUF) of 256 frames each,
-#     frames/s against K x one worker and TFLOP/s done;
+#     frames/s against K x one worker and TFLOP/s done; (i) tensor operations per step, K = 1, 8, 32;
 #  3. short trainings of the large profile's models (conf/nnet/dnn.yaml and lstm.yaml as they
 #     are) with steps/nnet/train.sh: one worker (nccl), the DNN again with the fast options
 #     ($fast_opts), and 4 workers BMUF+EMA (DNN and LSTM) and MA+EMA (DNN);
@@ -63,10 +63,10 @@ timeout "$(limit 80)" python "$root/bench/train.py" --device "$device" --workers
   --resident-dtype float16 --precision bf16 --tf32 "${big[@]}"
 echo "rc=$?"
 
-step "bench/train.py on $device: K virtual workers of the same DNN in bf16, K = 1 to 32"
+step "bench/train.py on $device: K virtual workers of the same DNN in bf16, K = 1 to 32; (i)"
 timeout "$(limit 100)" python "$root/bench/train.py" --device "$device" --workers "" --resident \
   --resident-dtype float16 --precision bf16 --tf32 "${big[@]}" --repeats 1 \
-  --virtual-sweep 1,2,4,8,16,32
+  --virtual-sweep 1,2,4,8,16,32 --host-operations 1,8,32
 echo "rc=$?"
 
 train() {   # train NAME 'extra config overrides' train.sh-options...
