@@ -29,8 +29,8 @@ def mean_to_vector(columns: list[Sequence[torch.Tensor]], out: torch.Tensor,
     copies of their i-th tensor in state_tensors order, summed one model at a time into
     `accumulator` (float64, the vector's size, reused), all tensors of a model in one
     multi-tensor add (K operations, not K x tensors: kernel launches on a GPU). Stacking the K
-    vectors and reducing the [K, V] float64 copy gave the same bits 13 times slower (K = 8, 6M
-    parameters, one CPU thread: 566 against 42 ms per sync)."""
+    vectors and reducing the [K, V] float64 copy gave the same bits ten times slower (K = 8, 6M
+    parameters, one CPU thread: 566-592 against 42-58 ms per sync)."""
     sizes = [column[0].numel() for column in columns]
     if sum(sizes) != out.numel():
         raise ValueError(f"the models have {sum(sizes)} values, the vector {out.numel()}")
