@@ -349,7 +349,8 @@ def host_operations(root: str, args) -> None:
     """(i): tensor operations per training step of one process of K virtual workers (BMUF, the
     resident loader), by part, over the second epoch. Each is at least one kernel launch on a
     GPU, where launches rather than arithmetic bound small steps: the count says how the host's
-    work grows with K on any machine. Each worker gets 24 utterances (about 20 steps)."""
+    work grows with K on any machine. Each worker gets 24 utterances (about 14 minibatches an
+    epoch; the steps of its full blocks are counted)."""
     print("(i)       K  per step: data  step  sync  other  (tensor operations; on a GPU each "
           "at least one kernel launch)")
     for k in [int(k) for k in args.host_operations.split(",")]:
