@@ -11,7 +11,7 @@
     workers over 1 worker, the same data (one epoch) split among them, --threads per worker.
 (e) virtual workers (--virtual K): K BMUF workers in one process (dist.workers_per_process=K,
     one batched computation, min(K x --threads, cores) threads) against K worker processes and
-    against 1 worker, the same frames (one epoch).
+    against 1 worker, the same frames (one epoch per run, alternated for --repeats rounds).
 (f) how K workers compute in one process (--batching K): one minibatch step of K DNNs stacked
     under vmap (emasr.nnet.workers.StackedWorkers) against a loop over K (LoopWorkers) and one
     worker; for the LSTMP (1x256, proj 128, 32 chunks of 32 frames), where vmap has no batching
@@ -274,30 +274,31 @@ def batching(args, input_dim: int) -> None:
           f"{1e3 * times[2]:.0f} ms (forward and backward)")
 
 
-def virtual_workers(problem, root: str, args, results: dict) -> None:
-    """(e): K workers batched in one process against K processes and 1 worker, one epoch each."""
+def virtual_workers(problem, root: str, args) -> None:
+    """(e): K workers batched in one process against K processes and 1 worker, one epoch each,
+    the configurations alternated for --repeats rounds (one epoch of one configuration varies by
+    tens of percent on a shared machine; a round's ratios pair runs made side by side)."""
     k = args.virtual
-    for n in (1, k):
-        if n not in results:
-            results[n] = run_workers(problem, os.path.join(root, f"exp_{n}"), n, args,
-                                     "single" if n == 1 else "bmuf")
     threads = min(k * args.threads, os.cpu_count() or 1)
-    virtual = run_workers(problem, os.path.join(root, f"exp_virtual_{k}"), 1, args, "bmuf",
-                          per_process=k, threads=threads)
-    runs = [("virtual", virtual), ("processes", results[k]), ("one", results[1])]
+    runs = {"virtual": (1, "bmuf", k, threads), "processes": (k, "bmuf", 1, args.threads),
+            "one": (1, "single", 1, args.threads)}
     if threads != args.threads:   # one worker given the cores the virtual workers had
-        runs.append(("one_as_many_threads",
-                     run_workers(problem, os.path.join(root, f"exp_1_threads{threads}"), 1, args,
-                                 "single", threads=threads)))
-    fps = {name: r["frames"] / r["seconds_train"] for name, r in runs}
-    line = (f"(e) {k} virtual workers in 1 process ({threads} threads) {fps['virtual']:.0f} "
-            f"frames/s; {k} processes ({args.threads} thread(s) each) {fps['processes']:.0f}: "
-            f"{fps['virtual'] / fps['processes']:.2f}x; 1 worker ({args.threads} thread(s)) "
-            f"{fps['one']:.0f}: {fps['virtual'] / fps['one']:.2f}x")
+        runs["one_as_many_threads"] = (1, "single", 1, threads)
+    fps = {name: [] for name in runs}
+    for round_ in range(args.repeats):
+        for name, (processes, strategy, per_process, n_threads) in runs.items():
+            r = run_workers(problem, os.path.join(root, f"exp_e{round_}_{name}"), processes, args,
+                            strategy, per_process=per_process, threads=n_threads)
+            fps[name].append(r["frames"] / r["seconds_train"])
+    against = [("processes", f"{k} processes ({args.threads} thread(s) each)"),
+               ("one", f"1 worker ({args.threads} thread(s))")]
     if "one_as_many_threads" in fps:
-        line += (f"; 1 worker ({threads} threads) {fps['one_as_many_threads']:.0f}: "
-                 f"{fps['virtual'] / fps['one_as_many_threads']:.2f}x")
-    print(line + " (one epoch each)")
+        against.append(("one_as_many_threads", f"1 worker ({threads} threads)"))
+    print(f"(e) {k} virtual workers in 1 process ({threads} threads), best "
+          f"{max(fps['virtual']):.0f} frames/s (one epoch per run)")
+    for name, label in against:
+        print(f"    against {label}, best {max(fps[name]):.0f}: "
+              f"{max(fps['virtual']) / max(fps[name]):.2f}x; {paired(fps['virtual'], fps[name])}")
 
 
 def virtual_sweep(problem, root: str, args, parameters: int) -> None:
@@ -469,7 +470,7 @@ def main() -> None:
                 fps = point["frames_per_second"]
                 print(f"    {point['workers']:7d}  {fps:8.0f}  {fps / base:8.2f}")
         if args.virtual:
-            virtual_workers(problem, root, args, results)
+            virtual_workers(problem, root, args)
         if args.virtual_sweep:
             virtual_sweep(problem, root, args, model_to_vector(trainer.model).numel())
         if args.batching:
