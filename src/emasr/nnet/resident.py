@@ -80,6 +80,8 @@ class ResidentData:
                  rank: int, device: torch.device | str = "cpu") -> None:
         self.source, self.utts, self.config = source, utts, data_config
         self.sequence, self.rank, self.device = sequence, rank, torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:   # as a tensor's .device
+            self.device = torch.device("cuda", torch.cuda.current_device())
         self.dtype = RESIDENT_DTYPES[data_config["resident_dtype"]]
         self.splice = int(source.pipeline.config.splice)
         self.feats: torch.Tensor | None = None   # loaded on first use (load())
