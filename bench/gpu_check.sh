@@ -63,9 +63,11 @@ timeout "$(limit 80)" python "$root/bench/train.py" --device "$device" --workers
   --resident-dtype float16 --precision bf16 --tf32 "${big[@]}"
 echo "rc=$?"
 
+# 2048 utterances: 64 per worker at K = 32 (9 blocks an epoch), so each epoch's fixed costs do not
+# decide the large-K points (with 512, 2 blocks an epoch)
 step "bench/train.py on $device: K virtual workers of the same DNN in bf16, K = 1 to 32; (i)"
-timeout "$(limit 100)" python "$root/bench/train.py" --device "$device" --workers "" --resident \
-  --resident-dtype float16 --precision bf16 --tf32 "${big[@]}" --repeats 1 \
+timeout "$(limit 150)" python "$root/bench/train.py" --device "$device" --workers "" --resident \
+  --resident-dtype float16 --precision bf16 --tf32 "${big[@]}" --utts 2048 --repeats 1 \
   --virtual-sweep 1,2,4,8,16,32 --host-operations 1,8,32
 echo "rc=$?"
 
