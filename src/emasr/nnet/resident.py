@@ -100,15 +100,20 @@ class ResidentData:
         """Read the shard once (the feature pipeline, checks and all, as the stream loader)."""
         if self.feats is not None:
             return
-        feats, labels = self.pieces()
+        self.attach(*self.fill(*self.pieces(), f"worker {self.rank}"))
+
+    def fill(self, feats: list[torch.Tensor], labels: list[torch.Tensor],
+             whose: str) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+        """One store of utterances' pieces (pieces()), placed by data.resident_memory: features
+        [F, D], labels [F] and the utterances' lengths (`whose` names them in the log)."""
         lengths = np.array([len(y) for y in labels], dtype=np.int64)
         frames, dim = int(lengths.sum()), self.frame_dim
-        store = self.placement(frames * (dim * self.dtype.itemsize + 8))
-        self.attach(concatenate(feats, (frames, dim), self.dtype, store),
-                    concatenate(labels, (frames,), torch.int64, store), lengths)
-        logger.info("worker %d: %d frames (%d utterances) resident on %s as %s, %.1f MB",
-                    self.rank, frames, len(lengths), self.store, self.dtype,
-                    frames * (dim * self.dtype.itemsize + 8) / 1e6)
+        nbytes = frames * (dim * self.dtype.itemsize + 8)
+        store = self.placement(nbytes)
+        logger.info("%s: %d frames (%d utterances) resident on %s as %s, %.1f MB", whose, frames,
+                    len(lengths), store, self.dtype, nbytes / 1e6)
+        return (concatenate(feats, (frames, dim), self.dtype, store),
+                concatenate(labels, (frames,), torch.int64, store), lengths)
 
     @property
     def frame_dim(self) -> int:
@@ -240,23 +245,20 @@ class ResidentGroup:
             return
         first = self.shards[0]
         pieces = [shard.pieces() for shard in self.shards]
-        lengths = [np.array([len(y) for y in labels], dtype=np.int64) for _, labels in pieces]
-        frames, dim = int(sum(n.sum() for n in lengths)), first.frame_dim
-        store = first.placement(frames * (dim * first.dtype.itemsize + 8))
-        feats = concatenate([x for xs, _ in pieces for x in xs], (frames, dim), first.dtype, store)
-        labels = concatenate([y for _, ys in pieces for y in ys], (frames,), torch.int64, store)
+        counts = [len(labels) for _, labels in pieces]   # utterances per shard
+        feats, labels, lengths = first.fill([x for xs, _ in pieces for x in xs],
+                                            [y for _, ys in pieces for y in ys],
+                                            f"workers {first.rank}-{self.shards[-1].rank}")
         del pieces
         self.joint = ResidentData(first.source, [u for shard in self.shards for u in shard.utts],
                                   first.config, first.sequence, first.rank, first.device)
-        self.joint.attach(feats, labels, np.concatenate(lengths))
+        self.joint.attach(feats, labels, lengths)
         self.base, row, example = [], 0, 0
-        for shard, n in zip(self.shards, lengths):
-            shard.attach(feats[row:row + int(n.sum())], labels[row:row + int(n.sum())], n)
+        for shard, n in zip(self.shards, np.split(lengths, np.cumsum(counts)[:-1])):
+            rows = int(n.sum())
+            shard.attach(feats[row:row + rows], labels[row:row + rows], n)
             self.base.append(example)
-            row, example = row + int(n.sum()), example + shard.examples
-        logger.info("workers %d-%d: %d frames resident in one store on %s as %s, %.1f MB",
-                    first.rank, self.shards[-1].rank, frames, store, first.dtype,
-                    frames * (dim * first.dtype.itemsize + 8) / 1e6)
+            row, example = row + rows, example + shard.examples
 
     def steps(self, epoch: int, skip: int = 0) -> Iterator[StepBatches]:
         """The epoch's steps from the `skip`-th on."""
