@@ -10,7 +10,7 @@ import torch
 
 from emasr.nnet import config as configs
 from emasr.nnet.data import Source, TrainingData, make_chunks, shard, utterances_with_targets
-from emasr.nnet.resident import ResidentData, ResidentGroup
+from emasr.nnet.resident import ResidentData, ResidentGroup, splice_offsets
 from emasr.nnet.trainer import make_pipeline, open_targets
 from nnet_synthetic import DIM, NUM_PDFS, TINY_DNN, TINY_LSTM
 from test_nnet_train import problem, train  # noqa: F401
@@ -42,6 +42,19 @@ def examples(batches):
     """The multiset of (input bytes, label bytes), one entry per frame or chunk."""
     return collections.Counter((x.numpy().tobytes(), y.numpy().tobytes())
                                for xs, ys in batches for x, y in zip(xs, ys))
+
+
+def test_splice_offsets_repeat_each_utterances_edge_frames():
+    # utterances of 1, 2 and 6 rows, splice 2: row r's window is r + c clamped to its utterance
+    lengths = np.array([1, 2, 6])
+    offsets = splice_offsets(lengths, 2, torch.device("cpu"))
+    assert offsets.dtype == torch.int8 and offsets.shape == (9, 5)
+    first = np.repeat(np.cumsum(lengths) - lengths, lengths)[:, None]
+    last = first + np.repeat(lengths, lengths)[:, None] - 1
+    rows = np.arange(9)[:, None]
+    want = np.clip(rows + np.arange(-2, 3), first, last)
+    np.testing.assert_array_equal(rows + offsets.numpy(), want)
+    assert splice_offsets(lengths, 0, torch.device("cpu")).shape == (9, 1)
 
 
 def test_dnn_minibatches_hold_every_frame_once_with_its_label(problem):
