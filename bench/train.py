@@ -23,8 +23,8 @@
 (h) virtual workers against K (--virtual-sweep 1,2,4,8): one process of K workers, frames/s
     against K x one worker's, and TFLOP/s done (6 x parameters per frame).
 (i) host work against K (--host-operations 1,8,32): tensor operations per training step of one
-    process of K virtual workers with the resident loader (data, step, sync), each at least one
-    kernel launch on a GPU.
+    process of K virtual workers with the resident loader (data, step, sync), and of them those
+    that compute (not views or allocations), each a kernel launch on a GPU.
 
 --precision bf16 and --tf32 apply to the trainers and the hand-written loop alike (train.precision,
 train.tf32; the loop under the same autocast).
@@ -320,17 +320,32 @@ def virtual_sweep(problem, root: str, args, parameters: int) -> None:
         print(f"    {k:7d}  {fps:8.0f}  {fps / (k * one):17.2f}  {tflops:7.3f}")
 
 
+# operations that are not views but compute nothing: no kernel on a GPU either
+NO_KERNEL = {"_unsafe_view", "empty", "empty_like", "empty_strided", "new_empty",
+             "new_empty_strided", "resize_", "lift_fresh"}
+
+
+def launches_kernel(func) -> bool:
+    """Whether an operation computes (a kernel launch on a GPU): not a view (view, transpose,
+    detach, expand, ...), an allocation or a profiler mark."""
+    return not (func.is_view or func.namespace == "profiler"
+                or func.name().split("::")[-1].split(".")[0] in NO_KERNEL)
+
+
 class OperationCount(TorchDispatchMode):
     """Counts the tensor operations dispatched to a device (after autograd, so the backward's
-    too), each charged to the part of the trainer that is running (`part`)."""
+    too), each charged to the part of the trainer that is running (`part`): all of them
+    (`counts`, host work per operation) and those that compute (`kernels`)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.counts: collections.Counter = collections.Counter()
+        self.kernels: collections.Counter = collections.Counter()
         self.part = "other"
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.counts[self.part] += 1
+        self.kernels[self.part] += launches_kernel(func)
         return func(*args, **(kwargs or {}))
 
     def charge(self, obj, method: str, part: str) -> None:
@@ -348,12 +363,13 @@ class OperationCount(TorchDispatchMode):
 
 def host_operations(root: str, args) -> None:
     """(i): tensor operations per training step of one process of K virtual workers (BMUF, the
-    resident loader), by part, over the second epoch. Each is at least one kernel launch on a
-    GPU, where launches rather than arithmetic bound small steps: the count says how the host's
+    resident loader), by part, over the second epoch, and of them those that compute: each of
+    those is a kernel launch on a GPU, where launches rather than arithmetic bound small steps,
+    and every operation (views too) costs the host a dispatch. The counts say how the host's
     work grows with K on any machine. Each worker gets 24 utterances (about 14 minibatches an
     epoch; the steps of its full blocks are counted)."""
-    print("(i)       K  per step: data  step  sync  other  (tensor operations; on a GPU each "
-          "at least one kernel launch)")
+    print("(i)       K  per step: data  step  sync  other  (tensor operations dispatched; "
+          "in brackets those that compute, each a kernel launch on a GPU)")
     for k in [int(k) for k in args.host_operations.split(",")]:
         problem = make_data(os.path.join(root, f"ops_{k}"), 24 * k, args.dim, args.pdfs)
         options = [*resident_overrides(args), f"dist.workers_per_process={k}",
@@ -369,8 +385,9 @@ def host_operations(root: str, args) -> None:
         with count:
             trainer.run_epoch(1, 0)
         steps = (trainer.counters["syncs"] - syncs) * args.tau
-        parts = [count.counts[part] / steps for part in ("data", "step", "sync", "other")]
-        print(f"    {k:7d}  {'  '.join(f'{n:4.0f}' for n in parts)}   ({steps} steps)")
+        parts = [f"{count.counts[part] / steps:4.0f} [{count.kernels[part] / steps:3.0f}]"
+                 for part in ("data", "step", "sync", "other")]
+        print(f"    {k:7d}  {'  '.join(parts)}   ({steps} steps)")
 
 
 def main() -> None:
