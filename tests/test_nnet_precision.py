@@ -67,7 +67,7 @@ def test_bf16_autocasts_the_matmuls_and_keeps_fp32_weights_and_loss():
     workers.models[0].layers[0].register_forward_hook(lambda m, i, out: seen.append(out.dtype))
     stats = workers.step(steps(1)[0])
     assert seen == [torch.bfloat16]
-    assert stats.dtype == torch.float32 and stats[0, 2] == 16   # loss sum, correct, frames
+    assert stats.dtype == torch.float32 and stats[0, 2] == 16   # loss per frame, correct, frames
     assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32
                for p in workers.models[0].parameters())
 

@@ -11,7 +11,7 @@ from emasr.nnet.models import build_model
 from emasr.nnet.averages import (CumulativeAverage, LastEpochsAverage, build_averagers,
                                  enabled_names)
 from emasr.nnet.schedule import LearningRateSchedule
-from emasr.nnet.workers import batch_stats, correct_frames
+from emasr.nnet.workers import batch_stats, correct_frames, summed
 from conftest import REPO
 
 
@@ -101,9 +101,13 @@ def test_batch_stats_count_correct_and_labelled_frames():
     # frame 0 right, frame 1 tied at the top (counts), frame 2 wrong, frame 3 unlabelled
     assert correct_frames(log_probs, labels).tolist() == [True, True, False, False]
     loss, stats = batch_stats(log_probs, labels)
-    want = -(log_probs[0, 0] + log_probs[1, 2] + log_probs[2, 1])
+    want = -(log_probs[0, 0] + log_probs[1, 2] + log_probs[2, 1]) / 3   # per labelled frame
     assert torch.allclose(loss, want) and loss.requires_grad and not stats.requires_grad
     assert stats.tolist() == pytest.approx([float(want), 2.0, 3.0])
+    # minibatches' stats add up to the loss sum; one without a labelled frame adds nothing
+    _, unlabelled = batch_stats(log_probs, torch.full((4,), IGNORE))
+    assert unlabelled[0].isnan() and unlabelled[1:].tolist() == [0.0, 0.0]
+    assert summed([stats, unlabelled, stats]) == pytest.approx([6 * float(want), 4.0, 6.0])
     stacked = correct_frames(log_probs.detach().expand(2, 4, 3), labels.expand(2, 4))
     assert stacked.sum(1).tolist() == [2, 2]   # [K, rows, P], as the stacked workers use it
 

@@ -28,9 +28,11 @@ def mean_to_vector(columns: list[Sequence[torch.Tensor]], out: torch.Tensor,
     """The mean of K models' flat vectors written into `out`: columns[i] holds the K models'
     copies of their i-th tensor in state_tensors order, summed one model at a time into
     `accumulator` (float64, the vector's size, reused), all tensors of a model in one
-    multi-tensor add (K operations, not K x tensors: kernel launches on a GPU). Stacking the K
-    vectors and reducing the [K, V] float64 copy gave the same bits ten times slower (K = 8, 6M
-    parameters, one CPU thread: 566-592 against 42-58 ms per sync)."""
+    multi-tensor add (K dispatches, not K x tensors; on a GPU the float32-into-float64 add takes
+    PyTorch's per-tensor path, whose fused kernels want one dtype). Stacking the K vectors and
+    reducing the [K, V] float64 copy gave the same bits ten times slower (K = 8, 6M parameters,
+    one CPU thread: 566-592 against 42-58 ms per sync). On a GPU stacked workers reduce their
+    stacked parameters instead (StackedWorkers.mean)."""
     sizes = [column[0].numel() for column in columns]
     if sum(sizes) != out.numel():
         raise ValueError(f"the models have {sum(sizes)} values, the vector {out.numel()}")

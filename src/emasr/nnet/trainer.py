@@ -31,18 +31,21 @@ from emasr.nnet.comm import (Communicator, destroy_process_group, init_process_g
                               worker_device)
 from emasr.nnet.data import (DataError, Source, eval_batches, shard, training_data,
                              utterances_with_targets, validate_targets)
-from emasr.nnet.flat import mean_to_vector, model_to_vector, vector_to_model
+from emasr.nnet.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
 from emasr.nnet.averages import build_averagers
 from emasr.nnet.resident import ResidentGroup
 from emasr.nnet.precision import make_optimizer, set_tf32
 from emasr.nnet.schedule import LearningRateSchedule
 from emasr.nnet.sync import make_rule
-from emasr.nnet.workers import batch_stats, make_workers, predict
+from emasr.nnet.workers import batch_stats, make_workers, predict, summed
 
 logger = logging.getLogger(__name__)
 
 EXTRAS = 4   # piggybacked on the sync vector: [next block ready, loss sum, correct, frames]
+METRICS_EVERY_SECONDS = 10.0   # metrics.jsonl records are appended at most this often (and at
+                               # every checkpoint and the end): opening the file for each block's
+                               # record took 0.5% of bench/train.py's training time
 
 
 def make_pipeline(features: dict, train_dir: str | None = None):
@@ -91,6 +94,8 @@ class Trainer:
                  exp_dir: str, resume: bool = False) -> None:
         self.config, self.exp_dir, self.resume = config, exp_dir, resume
         self.targets_dir, self.train_dir, self.dev_dir = targets_dir, train_dir, dev_dir
+        self.metrics_pending: list[str] = []   # records not yet in metrics.jsonl (rank 0)
+        self.metrics_written = time.monotonic()
 
     # -- setup ------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -213,6 +218,7 @@ class Trainer:
             self.counters["seconds_train"] += time.perf_counter() - start
             self.end_epoch(epoch)
         self.write_final_models()
+        self.flush_metrics()
 
     @property
     def current_lr(self) -> float:
@@ -237,6 +243,7 @@ class Trainer:
 
         block, full = next_block()
         ready = self.all_ready(full)
+        self.local.train()   # evaluation runs on copies: the workers stay in training mode
         index = start_block
         every = int(self.config["train"]["checkpoint_every_blocks"])
         while ready:
@@ -268,12 +275,9 @@ class Trainer:
         """tau steps of the process's workers (block[i][k]: worker k's minibatch i); returns the
         workers' mean [loss sum, correct frames, labelled frames] and the seconds taken."""
         start = time.perf_counter()
-        self.local.train()
-        # each worker's sums, added over workers once per block rather than at every step
-        sums = torch.zeros(self.per_process, 3, dtype=torch.float64, device=self.device)
-        for step in block:
-            sums += self.local.step(step)
-        loss_sum, correct, frames = sums.sum(0).tolist()   # the block's one wait for the device
+        # each step's stats are added up once per block, not at every step
+        stats = [self.local.step(step) for step in block]
+        loss_sum, correct, frames = summed(stats)   # the block's one wait for the device
         k = self.per_process
         return [loss_sum / k, correct / k, frames / k], time.perf_counter() - start
 
@@ -285,7 +289,7 @@ class Trainer:
         if self.per_process == 1:
             model_to_vector(self.model, out=average)
         else:
-            mean_to_vector(self.local.columns(), average, self.worker_sum)
+            self.local.mean(average, self.worker_sum)
         self.packed[-EXTRAS:].copy_(torch.tensor([1.0 if next_ready else 0.0, *stats]))
         return self.packed
 
@@ -314,17 +318,17 @@ class Trainer:
         model = copy.deepcopy(self.model)
         vector_to_model(vector, model)
         model.eval()
-        sums = torch.zeros(3, dtype=torch.float64, device=self.device)
+        batches = eval_batches(self.dev_source, self.dev_utts[self.rank::self.world],
+                               self.config["data"], model.sequence_model)
         with torch.no_grad():
-            for x, y in eval_batches(self.dev_source, self.dev_utts[self.rank::self.world],
-                                     self.config["data"], model.sequence_model):
-                sums += batch_stats(predict(model, x.to(self.device), self.config["data"]),
-                                    y.to(self.device))[1]
+            stats = [batch_stats(predict(model, x.to(self.device), self.config["data"]),
+                                 y.to(self.device))[1] for x, y in batches]
+        sums = torch.tensor(summed(stats) if stats else [0.0] * 3,   # (a rank may have none)
+                            dtype=torch.float64, device=self.device)
         if self.world > 1:
             sums = self.comm.all_reduce(sums, "dev evaluation sums")
-        sums = sums.cpu()
-        frames = max(float(sums[2]), 1.0)
-        return float(sums[0]) / frames, float(sums[1]) / frames
+        loss_sum, correct, frames = sums.tolist()
+        return loss_sum / max(frames, 1.0), correct / max(frames, 1.0)
 
     def end_epoch(self, epoch: int) -> None:
         """Dev scores of the global and averaged models; newbob's verdict (a rejected epoch's
@@ -376,8 +380,18 @@ class Trainer:
 
     def write_metrics(self, record: dict) -> None:
         if self.rank == 0:
+            self.metrics_pending.append(json.dumps(record) + "\n")
+            if time.monotonic() - self.metrics_written >= METRICS_EVERY_SECONDS:
+                self.flush_metrics()
+
+    def flush_metrics(self) -> None:
+        """Append the pending records to metrics.jsonl (records a checkpoint does not contain are
+        dropped again at resume: drop_metrics_after)."""
+        if self.metrics_pending:
             with open(os.path.join(self.exp_dir, "metrics.jsonl"), "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
+                f.writelines(self.metrics_pending)
+            self.metrics_pending.clear()
+        self.metrics_written = time.monotonic()
 
     # -- exp dir, checkpoints, final models -------------------------------------------------------
     def prepare_exp_dir(self) -> None:
@@ -398,6 +412,7 @@ class Trainer:
     def save_checkpoint(self) -> None:
         """rank<g>.pt for each worker g of this process (its local model, optimizer, RNGs; a
         virtual worker's dropout stream too), then state.pt."""
+        self.flush_metrics()   # the records of the work it contains are on disk before it
         where = checkpoint.directory(self.exp_dir, *self.position)
         for k, g in enumerate(self.worker_ids):
             state = self.local.state(k)
@@ -505,6 +520,7 @@ class Trainer:
                     "".join(f", {name}" for name in written))
 
     def cleanup(self) -> None:
+        self.flush_metrics()   # a run stopped by an error keeps the records up to it
         destroy_process_group()
 
 

@@ -29,7 +29,7 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from emasr.nnet.data import IGNORE
-from emasr.nnet.flat import model_to_vector, state_tensors, vector_to_model
+from emasr.nnet.flat import mean_to_vector, model_to_vector, state_tensors, vector_to_model
 from emasr.nnet.precision import autocast, compiled
 
 
@@ -45,15 +45,28 @@ def correct_frames(log_probs: torch.Tensor, labels: torch.Tensor,
 
 
 def batch_stats(log_probs: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The loss summed over the labelled frames (to differentiate), and [that loss, correct frames,
-    labelled frames] (detached, float, on the model's device: reading them once per block instead
-    of per minibatch lets a GPU run ahead of the host)."""
+    """The loss per labelled frame (to differentiate; NaN if none is labelled), and [that loss,
+    correct frames, labelled frames] (detached, float, on the model's device: reading them once
+    per block instead of per minibatch lets a GPU run ahead of the host; `summed` adds them up).
+    The mean comes from nll_loss itself: dividing its sum by the count added two operations to
+    the forward and two autograd nodes to the backward of every step (256 frames of 200 pdfs, one
+    CPU thread: 106 against 75 us for the loss's forward and backward)."""
     flat, labels = log_probs.reshape(-1, log_probs.shape[-1]), y.reshape(-1)
-    loss = F.nll_loss(flat, labels, ignore_index=IGNORE, reduction="sum")
+    loss = F.nll_loss(flat, labels, ignore_index=IGNORE)
     labelled = labels != IGNORE
     # counted on detached log-posteriors: no autograd graph for what the loss does not use
     return loss, torch.stack([loss.detach(), correct_frames(flat.detach(), labels, labelled).sum(),
                               labelled.sum()])
+
+
+def summed(stats: list[torch.Tensor]) -> list[float]:
+    """[loss sum, correct frames, labelled frames] of minibatches' stats ([..., 3] each, as
+    batch_stats gives them; read from the device at once): the losses per frame times the
+    frames, a minibatch without a labelled frame counting 0 (its NaN mean has no frame to
+    weigh). Added on the host, in float64: two tensor operations for any number of them."""
+    values = torch.stack(stats).reshape(-1, 3).tolist()
+    return [sum(mean * frames for mean, _, frames in values if frames > 0),
+            sum(correct for _, correct, _ in values), sum(frames for _, _, frames in values)]
 
 
 def predict(model, x: torch.Tensor, data_config: dict) -> torch.Tensor:
@@ -142,8 +155,8 @@ class LoopWorkers:
         return loss
 
     def step(self, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
-        """One minibatch per worker; returns [K, 3]: each worker's loss sum, correct frames and
-        labelled frames (on the device: nothing here waits for it)."""
+        """One minibatch per worker; returns [K, 3]: each worker's batch_stats (loss per frame,
+        correct frames, labelled frames; on the device: nothing here waits for it)."""
         if self.streams is None:   # one worker: no stream to switch to, nothing to stack
             return self.step_one(0, *batches[0]).unsqueeze(0)
         out = []
@@ -159,7 +172,7 @@ class LoopWorkers:
         optimizer.zero_grad(set_to_none=True)
         with autocast(self.device, self.precision):
             loss, stats = self.losses[k](x, y)
-        (loss / stats[2].clamp(min=1.0)).backward()
+        loss.backward()
         if self.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), self.max_grad_norm)
         optimizer.step()
@@ -177,6 +190,10 @@ class LoopWorkers:
     def columns(self) -> list[tuple[torch.Tensor, ...]]:
         """Each synchronized tensor's K copies, in emasr.nnet.flat order (flat.mean_to_vector)."""
         return list(zip(*[state_tensors(model) for model in self.models]))
+
+    def mean(self, out: torch.Tensor, accumulator: torch.Tensor) -> torch.Tensor:
+        """The K models' mean vector, written into `out` (flat.mean_to_vector)."""
+        return mean_to_vector(self.columns(), out, accumulator)
 
     def load_vector(self, vector: torch.Tensor) -> None:
         for model in self.models:
@@ -297,14 +314,15 @@ class StackedWorkers:
             flat = log_probs.reshape(-1, log_probs.shape[-1]).float()
             losses = F.nll_loss(flat, y.reshape(-1), ignore_index=IGNORE,
                                 reduction="none").view(self.count, rows).sum(1)
+            means = losses / counts.clamp(min=1.0)
         correct = correct_frames(log_probs.detach(), y, labelled).sum(1)
         # worker k's loss depends on its slice of the parameters only: one backward gives each
         # its own gradient
-        (losses / counts.clamp(min=1.0)).sum().backward()
+        means.sum().backward()
         if self.max_grad_norm > 0:
             self.clip_gradients()
         self.optimizer.step()
-        return torch.stack([losses.detach(), correct.to(losses.dtype), counts], dim=1)
+        return torch.stack([means.detach(), correct.to(means.dtype), counts], dim=1)
 
     @torch.no_grad()
     def clip_gradients(self) -> None:
@@ -328,6 +346,29 @@ class StackedWorkers:
     def columns(self) -> list[tuple[torch.Tensor, ...]]:
         # one unbind per parameter: K views of its rows without K indexing operations each
         return [self.params[n].detach().reshape(self.count, -1).unbind(0) for n in self.names]
+
+    def mean(self, out: torch.Tensor, accumulator: torch.Tensor) -> torch.Tensor:
+        """The K models' mean vector, written into `out`. On a GPU, by one float64 reduction per
+        stacked parameter (mean_by_rows): flat.mean_to_vector's K float32-into-float64
+        multi-tensor adds would take PyTorch's one-kernel-per-tensor path there, K x tensors
+        launches per sync. On a CPU model by model (flat.mean_to_vector), where the float64
+        reduction over the K rows is five times slower (K = 8, 8.9M parameters, one thread: 413-451
+        against 76-86 ms per sync). Both give the same bits."""
+        if out.device.type == "cuda":
+            return self.mean_by_rows(out, accumulator)
+        return mean_to_vector(self.columns(), out, accumulator)
+
+    @torch.no_grad()
+    def mean_by_rows(self, out: torch.Tensor, accumulator: torch.Tensor) -> torch.Tensor:
+        """mean(), each stacked parameter's K rows summed in float64 by one reduction into its
+        part of `accumulator`, then rounded once: one operation per parameter whatever K."""
+        sizes = [self.params[name][0].numel() for name in self.names]
+        if sum(sizes) != out.numel():
+            raise ValueError(f"the models have {sum(sizes)} values, the vector {out.numel()}")
+        for name, part in zip(self.names, accumulator.split(sizes)):
+            torch.sum(self.params[name].detach().reshape(self.count, -1), 0, dtype=torch.float64,
+                      out=part)
+        return out.copy_(accumulator.div_(self.count))
 
     @torch.no_grad()
     def load_vector(self, vector: torch.Tensor) -> None:
@@ -374,4 +415,4 @@ def per_worker(value) -> bool:
 
 
 __all__ = ["LoopWorkers", "StackedWorkers", "batch_stats", "can_stack", "correct_frames",
-           "make_workers", "predict"]
+           "make_workers", "predict", "summed"]
