@@ -13,8 +13,8 @@
     one batched computation, min(K x --threads, cores) threads) against K worker processes and
     against 1 worker, the same frames (one epoch per run, alternated for --repeats rounds).
 (f) how K workers compute in one process (--batching K): one minibatch step of K DNNs stacked
-    under vmap (emasr.nnet.workers.StackedWorkers) against a loop over K (LoopWorkers) and one
-    worker; for the LSTMP (1x256, proj 128, 32 chunks of 32 frames), where vmap has no batching
+    (batched matmuls, emasr.nnet.workers.StackedWorkers) against a loop over K (LoopWorkers) and
+    one worker; for the LSTMP (1x256, proj 128, 32 chunks of 32 frames), where vmap has no batching
     rule for nn.LSTM, a hand-written LSTMP cell under vmap against a loop over K nn.LSTMs.
 (g) the resident data path (--resident): the trainer with data.loader=resident (the shard in one
     tensor on the device, minibatches by index gathers; --resident-dtype) against the trainer with
@@ -253,8 +253,9 @@ def batching(args, input_dim: int) -> None:
     one = LoopWorkers(model, sgd, [0], device, 0.0, c["data"])
     times = [best_seconds(lambda w=w, b=b: (w.step(b), synchronize(device)))
              for w, b in ((stacked, batches), (loop, batches), (one, batches[:1]))]
-    print(f"(f) DNN {args.layers}x{args.hidden}, {k} workers, one step: vmap {1e3 * times[0]:.1f} "
-          f"ms, loop {1e3 * times[1]:.1f} ms, one worker {1e3 * times[2]:.1f} ms")
+    print(f"(f) DNN {args.layers}x{args.hidden}, {k} workers, one step: stacked "
+          f"{1e3 * times[0]:.1f} ms, loop {1e3 * times[1]:.1f} ms, one worker "
+          f"{1e3 * times[2]:.1f} ms")
     hidden, proj, chunks, frames = 256, 128, 32, 32
     x = torch.randn(k, chunks, frames, input_dim // 5, device=device)
     params = {"w_ih": torch.randn(k, 4 * hidden, x.shape[-1]),

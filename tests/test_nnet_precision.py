@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.mark.parametrize("tiny", [
     TINY_DNN + ["sync.strategy=single"],
-    TINY_DNN + ["sync.strategy=bmuf", "dist.workers_per_process=2"],   # stacked under vmap
+    TINY_DNN + ["sync.strategy=bmuf", "dist.workers_per_process=2"],   # stacked (StackedWorkers)
     TINY_LSTM + ["sync.strategy=single", "data.loader=resident"],
 ], ids=["dnn", "dnn-2-virtual", "lstm"])
 def test_bf16_training_stays_close_to_fp32(problem, tmp_path, tiny):

@@ -124,11 +124,12 @@ def tiny_model(tiny, **extra):
     return build_model(c["model"], 12, 5), c
 
 
-def test_stacked_step_is_k_independent_workers():
+@pytest.mark.parametrize("norm", ["none", "layernorm"])
+def test_stacked_step_is_k_independent_workers(norm):
     # three batched steps of 3 stacked DNNs (dropout, clipping, which the first step's gradient
     # norm of 0.54 triggers, SGD momentum, a short minibatch) against 3 real workers' steps,
     # each on its own global RNG seeded as the stream is
-    model, c = tiny_model(TINY_DNN, dropout=0.3)
+    model, c = tiny_model(TINY_DNN, dropout=0.3, norm=norm)
     assert can_stack(model)
     seeds = [1000, 1001, 1002]
 

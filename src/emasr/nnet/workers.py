@@ -4,12 +4,13 @@ Each of the K virtual workers is exactly a real worker of global index rank * K 
 local model, optimizer state, dropout random stream and gradient clipping. Two implementations:
 
 - `StackedWorkers` (the DNN): the K models' parameters stacked along a new first dimension, one
-  batched forward (torch.func.functional_call under vmap) and backward, one optimizer over the
+  batched forward (batched matmuls, StackedWorkers.forward) and backward, one optimizer over the
   stacked tensors. SGD with momentum and Adam update element by element, so one optimizer over
   [K, ...] tensors is K independent optimizers; its state for worker k is the slice [k].
 - `LoopWorkers` (the LSTM, a batchnorm DNN, and K = 1): K ordinary modules and optimizers run one
-  after the other. vmap has no batching rule for nn.LSTM (aten::lstm), and a hand-written LSTMP
-  cell under vmap was 4x slower than K fused nn.LSTM calls on the CPU (docs/training.md).
+  after the other. torch.func.vmap has no batching rule for nn.LSTM (aten::lstm), and a
+  hand-written LSTMP cell under vmap was 4x slower than K fused nn.LSTM calls on the CPU
+  (docs/training.md).
 
 A worker's dropout stream is seeded as a real worker's (train.init_seed * 1000 + its global index)
 and used by nothing else, so it draws the masks that worker would draw.
@@ -26,10 +27,10 @@ import copy
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call, vmap
 
 from emasr.nnet.data import IGNORE
 from emasr.nnet.flat import mean_to_vector, model_to_vector, state_tensors, vector_to_model
+from emasr.nnet.models import ACTIVATIONS
 from emasr.nnet.precision import autocast, compiled
 
 
@@ -84,12 +85,16 @@ def new_stream(seed: int, device: torch.device) -> torch.Generator:
     return generator
 
 
+# the layers StackedWorkers runs batched over K workers: Linear, LayerNorm, the activations
+# (elementwise) and Dropout (its masks drawn per worker)
+STACKABLE = (nn.Linear, nn.LayerNorm, nn.Dropout, *ACTIVATIONS.values())
+
+
 def can_stack(model: nn.Module) -> bool:
-    """Whether vmap can batch K copies of `model`: the DNN without batchnorm (whose running
-    statistics are updated in place, which vmap refuses)."""
-    return (not model.sequence_model
-            and not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
-            and not any(b.is_floating_point() for b in model.buffers()))
+    """Whether K copies of `model` can run as one batched computation (StackedWorkers): the DNN
+    when each of its layers is STACKABLE (batchnorm updates running statistics of its own in
+    every worker, so it runs as a loop)."""
+    return not model.sequence_model and all(isinstance(m, STACKABLE) for m in model.layers)
 
 
 def make_workers(model: nn.Module, make_optimizer, seeds: list[int], device: torch.device,
@@ -213,17 +218,6 @@ class LoopWorkers:
                 self.streams[k].set_state(state["stream"])
 
 
-class MaskedDropout(nn.Module):
-    """nn.Dropout with its mask given from outside (drawn from the worker's own stream)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.mask: torch.Tensor | None = None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * self.mask
-
-
 class StackedWorkers:
     """K DNNs as stacked parameters [K, ...], trained as one batched computation."""
 
@@ -231,42 +225,56 @@ class StackedWorkers:
                  max_grad_norm: float, precision: str = "fp32", compile: bool = False) -> None:
         k = len(seeds)
         self.template = model
-        self.net = copy.deepcopy(model)   # its Dropout layers take masks; its own tensors unused
-        self.dropouts: list[tuple[MaskedDropout, float, int]] = []   # (module, p, width)
+        self.layers = [(f"layers.{i}", layer) for i, layer in enumerate(model.layers)]
+        self.dropouts: list[tuple[float, int]] = []   # (p, width) of each dropout layer
         width = None
-        for name, module in list(self.net.named_modules()):
-            if isinstance(module, nn.Linear):
-                width = module.out_features
-            if isinstance(module, nn.Dropout):
-                masked = MaskedDropout()
-                parent, _, attr = name.rpartition(".")
-                setattr(self.net.get_submodule(parent) if parent else self.net, attr, masked)
-                self.dropouts.append((masked, float(module.p), width))
+        for _, layer in self.layers:
+            if isinstance(layer, nn.Linear):
+                width = layer.out_features
+            if isinstance(layer, nn.Dropout):
+                self.dropouts.append((float(layer.p), width))
         self.names = [name for name, _ in model.named_parameters()]
         self.params = {name: nn.Parameter(p.detach().unsqueeze(0).repeat(k, *[1] * p.dim()))
                        for name, p in model.named_parameters()}
         self.optimizer = make_optimizer([self.params[n] for n in self.names])
         self.streams = [new_stream(s, device) for s in seeds]
         self.device, self.max_grad_norm, self.precision = device, max_grad_norm, precision
-        # under vmap, autocast runs the matmuls in bf16 but the bias adds and what follows in
-        # fp32 (vmap's rule for linear adds the fp32 bias after the bf16 product)
-        self.batched = compiled(vmap(self.forward_one), compile)
+        self.batched = compiled(self.forward, compile)
 
     @property
     def count(self) -> int:
         return len(self.streams)
 
-    def forward_one(self, params: dict, x: torch.Tensor, masks: tuple) -> torch.Tensor:
-        for (module, _, _), mask in zip(self.dropouts, masks):
-            module.mask = mask
-        try:
-            return functional_call(self.net, params, (x,))
-        finally:
-            for module, _, _ in self.dropouts:
-                module.mask = None
+    def forward(self, params: dict, x: torch.Tensor, masks: tuple) -> torch.Tensor:
+        """The K DNNs on [K, rows, D] inputs -> [K, rows, P] log-posteriors, layer by layer as
+        DNN.forward: a Linear is one batched matmul with its bias (baddbmm), a LayerNorm one
+        normalization and one multiply-add, a dropout one multiply by its masks. Under bf16
+        autocast each op takes the precision it takes in one worker's nn modules. Written out
+        rather than torch.func.vmap over functional_call: vmap's rule for linear is a matmul, a
+        bias scaling and an add (two kernels more per layer forward, one backward), and its
+        batching machinery doubled the host's time per step of a small DNN (K = 8, 6x32, one CPU
+        thread: 18-23 against 8-13 ms for forward and backward; a script not kept)."""
+        masks = iter(masks)
+        for name, layer in self.layers:
+            if isinstance(layer, nn.Linear):
+                weight = params[name + ".weight"].transpose(1, 2)
+                x = (torch.baddbmm(params[name + ".bias"].unsqueeze(1), x, weight)
+                     if layer.bias is not None else torch.bmm(x, weight))
+            elif isinstance(layer, nn.LayerNorm):
+                x = F.layer_norm(x, layer.normalized_shape, eps=layer.eps)
+                if layer.weight is not None and layer.bias is not None:
+                    x = torch.addcmul(params[name + ".bias"].unsqueeze(1), x,
+                                      params[name + ".weight"].unsqueeze(1))
+                elif layer.weight is not None:
+                    x = x * params[name + ".weight"].unsqueeze(1)
+            elif isinstance(layer, nn.Dropout):
+                x = x * next(masks)
+            else:   # an elementwise activation
+                x = layer(x)
+        return torch.log_softmax(x.float(), dim=-1)
 
     def train(self) -> None:
-        self.net.train()
+        pass   # the masks are drawn by the step; nothing else depends on the mode
 
     def masks(self, sizes: list[int], rows: int) -> tuple:
         """[K, rows, width] per dropout layer: worker k's masks drawn in layer order from its
@@ -276,7 +284,7 @@ class StackedWorkers:
         took 3K + 1."""
         make = torch.zeros if min(sizes) < rows else torch.empty
         out = []
-        for _, p, width in self.dropouts:
+        for p, width in self.dropouts:
             stacked = make(self.count, rows, width, device=self.device)
             for k, (stream, size) in enumerate(zip(self.streams, sizes)):
                 stacked[k, :size].bernoulli_(1 - p, generator=stream)
