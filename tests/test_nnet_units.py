@@ -105,8 +105,10 @@ def test_batch_stats_count_correct_and_labelled_frames():
     assert torch.allclose(loss, want) and loss.requires_grad and not stats.requires_grad
     assert stats.tolist() == pytest.approx([float(want), 2.0, 3.0])
     # minibatches' stats add up to the loss sum; one without a labelled frame adds nothing
-    _, unlabelled = batch_stats(log_probs, torch.full((4,), IGNORE))
+    nothing, unlabelled = batch_stats(log_probs, torch.full((4,), IGNORE))
     assert unlabelled[0].isnan() and unlabelled[1:].tolist() == [0.0, 0.0]
+    nothing.backward()   # NaN, but it adds nothing to the gradients
+    assert log_probs.grad is not None and not log_probs.grad.any()
     assert summed([stats, unlabelled, stats]) == pytest.approx([6 * float(want), 4.0, 6.0])
     stacked = correct_frames(log_probs.detach().expand(2, 4, 3), labels.expand(2, 4))
     assert stacked.sum(1).tolist() == [2, 2]   # [K, rows, P], as the stacked workers use it

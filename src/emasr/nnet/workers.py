@@ -249,7 +249,9 @@ class StackedWorkers:
         """The K DNNs on [K, rows, D] inputs -> [K, rows, P] log-posteriors, layer by layer as
         DNN.forward: a Linear is one batched matmul with its bias (baddbmm), a LayerNorm one
         normalization and one multiply-add, a dropout one multiply by its masks. Under bf16
-        autocast each op takes the precision it takes in one worker's nn modules. Written out
+        autocast the matmuls run in bf16 as one worker's nn.Linear do (a LayerNorm's scale and
+        shift, applied after the normalization, run in fp32 where CPU autocast keeps
+        nn.LayerNorm in bf16; on a GPU autocast runs layer norms in fp32 anyway). Written out
         rather than torch.func.vmap over functional_call: vmap's rule for linear is a matmul, a
         bias scaling and an add (two kernels more per layer forward, one backward), and its
         batching machinery doubled the host's time per step of a small DNN (K = 8, 6x32, one CPU
