@@ -316,7 +316,7 @@ class StackedWorkers:
         rows = max(sizes)
         x, y = self.stack(batches, rows)
         labelled = y != IGNORE
-        counts = labelled.sum(1).to(torch.float32)
+        counts = labelled.sum(1)
         self.optimizer.zero_grad(set_to_none=True)
         masks = self.masks(sizes, rows)
         with autocast(self.device, self.precision):
@@ -332,7 +332,7 @@ class StackedWorkers:
         if self.max_grad_norm > 0:
             self.clip_gradients()
         self.optimizer.step()
-        return torch.stack([means.detach(), correct.to(means.dtype), counts], dim=1)
+        return torch.stack([means.detach(), correct, counts], dim=1)   # float, as means
 
     @torch.no_grad()
     def clip_gradients(self) -> None:
