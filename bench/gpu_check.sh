@@ -7,7 +7,8 @@
 #     against the stream loader and the loop;
 #  2. the same DNN in bf16 with TF32 matmuls (trainers and loop alike), the resident shard in fp16,
 #     and (h): one process of K = 1, 2, 4, 8, 16, 32 virtual workers (BMUF) of 256 frames each,
-#     frames/s against K x one worker and TFLOP/s done; (i) tensor operations per step, K = 1, 8, 32;
+#     frames/s against K x one worker and TFLOP/s done; (i) tensor operations (and kernel
+#     launches) per step, K = 1, 8, 32;
 #  3. short trainings of the large profile's models (conf/nnet/dnn.yaml and lstm.yaml as they
 #     are) with steps/nnet/train.sh: one worker (nccl), the DNN again with the fast options
 #     ($fast_opts), and 4 workers BMUF+EMA (DNN and LSTM) and MA+EMA (DNN);
