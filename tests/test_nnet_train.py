@@ -186,7 +186,7 @@ def test_resume_is_exact(problem, tmp_path, tiny):
 
 
 def test_metrics_records_reach_the_file_at_checkpoints_and_at_the_end(problem, tmp_path):
-    # records are held (opening the file per block cost 0.5% of a small model's training) and
+    # records are held (writing each alone took 0.5% of a small model's training epoch) and
     # appended at a checkpoint, or when the trainer stops, an error included (cleanup)
     trainer = Trainer(configs.resolve(None, TINY_DNN), *problem, str(tmp_path / "exp"))
     trainer.setup()
