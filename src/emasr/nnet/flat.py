@@ -22,6 +22,12 @@ def model_to_vector(model: nn.Module, out: torch.Tensor | None = None) -> torch.
     return torch.cat([t.detach().reshape(-1) for t in state_tensors(model)], out=out)
 
 
+def check_mean_size(values: int, out: torch.Tensor) -> None:
+    """That a vector `out` can hold the mean of models of `values` values each."""
+    if values != out.numel():
+        raise ValueError(f"the models have {values} values, the vector {out.numel()}")
+
+
 @torch.no_grad()
 def mean_to_vector(columns: list[Sequence[torch.Tensor]], out: torch.Tensor,
                    accumulator: torch.Tensor) -> torch.Tensor:
@@ -34,8 +40,7 @@ def mean_to_vector(columns: list[Sequence[torch.Tensor]], out: torch.Tensor,
     one CPU thread: 566-592 against 42-58 ms per sync). On a GPU stacked workers reduce their
     stacked parameters instead (StackedWorkers.mean)."""
     sizes = [column[0].numel() for column in columns]
-    if sum(sizes) != out.numel():
-        raise ValueError(f"the models have {sum(sizes)} values, the vector {out.numel()}")
+    check_mean_size(sum(sizes), out)
     totals = [part.view(column[0].shape)
               for part, column in zip(accumulator.split(sizes), columns)]
     torch._foreach_copy_(totals, [column[0] for column in columns])

@@ -29,7 +29,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from emasr.nnet.data import IGNORE
-from emasr.nnet.flat import mean_to_vector, model_to_vector, state_tensors, vector_to_model
+from emasr.nnet.flat import (check_mean_size, mean_to_vector, model_to_vector, state_tensors,
+                             vector_to_model)
 from emasr.nnet.models import ACTIVATIONS
 from emasr.nnet.precision import autocast, compiled
 
@@ -373,8 +374,7 @@ class StackedWorkers:
         """mean(), each stacked parameter's K rows summed in float64 by one reduction into its
         part of `accumulator`, then rounded once: one operation per parameter whatever K."""
         sizes = [self.params[name][0].numel() for name in self.names]
-        if sum(sizes) != out.numel():
-            raise ValueError(f"the models have {sum(sizes)} values, the vector {out.numel()}")
+        check_mean_size(sum(sizes), out)
         for name, part in zip(self.names, accumulator.split(sizes)):
             torch.sum(self.params[name].detach().reshape(self.count, -1), 0, dtype=torch.float64,
                       out=part)
