@@ -8,7 +8,8 @@
 #  2. the same DNN in bf16 with TF32 matmuls (trainers and loop alike), the resident shard in fp16,
 #     and (h): one process of K = 1, 2, 4, 8, 16, 32 virtual workers (BMUF) of 256 frames each,
 #     frames/s against K x one worker and TFLOP/s done; (i) tensor operations (and kernel
-#     launches) per step, K = 1, 8, 32;
+#     launches) per step, K = 1, 8, 32; then (h) for K = 1, 8, 32 again with the step compiled
+#     in reduce-overhead mode (CUDA graphs, train.compile_mode), against the eager sweep;
 #  3. short trainings of the large profile's models (conf/nnet/dnn.yaml and lstm.yaml as they
 #     are) with steps/nnet/train.sh: one worker (nccl), the DNN again with the fast options
 #     ($fast_opts), and 4 workers BMUF+EMA (DNN and LSTM) and MA+EMA (DNN);
@@ -70,6 +71,13 @@ step "bench/train.py on $device: K virtual workers of the same DNN in bf16, K = 
 timeout "$(limit 150)" python "$root/bench/train.py" --device "$device" --workers "" --resident \
   --resident-dtype float16 --precision bf16 --tf32 "${big[@]}" --utts 2048 --repeats 1 \
   --virtual-sweep 1,2,4,8,16,32 --host-operations 1,8,32
+echo "rc=$?"
+
+# (a) and (g) of this run compile in their first round, hence two rounds (the best is the second)
+step "bench/train.py on $device: the same sweep for K = 1, 8, 32, compiled as CUDA graphs"
+timeout "$(limit 100)" python "$root/bench/train.py" --device "$device" --workers "" --resident \
+  --resident-dtype float16 --precision bf16 --tf32 "${big[@]}" --utts 2048 --repeats 2 \
+  --virtual-sweep 1,8,32 --compile reduce-overhead
 echo "rc=$?"
 
 train() {   # train NAME 'extra config overrides' train.sh-options...

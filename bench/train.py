@@ -27,7 +27,10 @@
     that compute (not views or allocations), each a kernel launch on a GPU.
 
 --precision bf16 and --tf32 apply to the trainers and the hand-written loop alike (train.precision,
-train.tf32; the loop under the same autocast).
+train.tf32; the loop under the same autocast). --compile MODE compiles the trainers' and workers'
+steps (train.compile in train.compile_mode; reduce-overhead replays CUDA graphs), not the
+hand-written loop's; the first epoch compiles, which (h) does not time (its second epoch) and (a)
+and (g) take as one of their rounds (use --repeats 2 or more; their ratios are over the best).
 
 --device cuda runs all of it on the GPU (the hand-written loop too, its data already there); with
 more workers than GPUs the workers share them through gloo (dist.device, dist.backend).
@@ -35,7 +38,8 @@ more workers than GPUs the workers share them through gloo (dist.device, dist.ba
 Usage: python bench/train.py [--workers 1,2] [--virtual 8] [--virtual-sweep 1,2,4,8] [--resident]
                            [--host-operations 1,8,32]
                            [--utts 64] [--hidden 256] [--layers 4] [--tau 4] [--device cpu|cuda]
-                           [--precision fp32|bf16] [--tf32] [--json speedup.json]
+                           [--precision fp32|bf16] [--tf32] [--compile default|reduce-overhead]
+                           [--json speedup.json]
                            (--json for `emasr report --bench`)
 """
 from __future__ import annotations
@@ -62,7 +66,7 @@ from emasr.nnet import config as configs  # noqa: E402
 from emasr.nnet.averages import AVERAGED_MODELS  # noqa: E402
 from emasr.nnet.flat import model_to_vector  # noqa: E402
 from emasr.nnet.models import build_model  # noqa: E402
-from emasr.nnet.precision import PRECISIONS, autocast  # noqa: E402
+from emasr.nnet.precision import COMPILE_MODES, PRECISIONS, autocast  # noqa: E402
 from emasr.nnet.resident import RESIDENT_DTYPES  # noqa: E402
 from emasr.nnet.sync import STRATEGIES, make_rule  # noqa: E402
 from emasr.nnet.trainer import Trainer  # noqa: E402
@@ -82,7 +86,9 @@ def overrides(args) -> list[str]:
             "data.shuffle_buffer_frames=2048", f"sync.block_size={args.tau}", "train.epochs=1",
             "train.schedule=constant", "train.lr=0.02", "sync.strategy=single",
             f"dist.device={args.device}", f"train.precision={args.precision}",
-            f"train.tf32={'true' if args.tf32 else 'false'}"]
+            f"train.tf32={'true' if args.tf32 else 'false'}",
+            f"train.compile={'true' if args.compile else 'false'}",
+            f"train.compile_mode={args.compile or 'default'}"]
 
 
 def resident_overrides(args) -> list[str]:
@@ -421,6 +427,8 @@ def main() -> None:
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
                         help="train.precision of the trainers and the hand-written loop")
     parser.add_argument("--tf32", action="store_true", help="train.tf32 (CUDA)")
+    parser.add_argument("--compile", choices=("", *COMPILE_MODES), default="",
+                        help="train.compile_mode of the trainers and workers ('': eager)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads per worker (and for (a)); 1 keeps workers independent")
     parser.add_argument("--json", default=None,

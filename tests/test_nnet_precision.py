@@ -8,7 +8,7 @@ import torch
 
 from emasr.nnet import config as configs
 from emasr.nnet.models import build_model
-from emasr.nnet.precision import make_optimizer
+from emasr.nnet.precision import compile_mode, make_optimizer
 from emasr.nnet.workers import LoopWorkers, StackedWorkers
 from nnet_synthetic import TINY_DNN, TINY_LSTM
 from test_nnet_train import problem, saved_vector, train  # noqa: F401
@@ -39,7 +39,8 @@ def test_bf16_training_stays_close_to_fp32(problem, tmp_path, tiny):
     assert weights.dtype == torch.float32 and torch.isfinite(weights).all()
 
 
-def tiny_workers(kind, precision="fp32", compile=False, impl="default", k=1, tiny=TINY_DNN):
+def tiny_workers(kind, precision="fp32", compile_mode=None, impl="default", k=1,
+                 tiny=TINY_DNN):
     c = configs.resolve(None, tiny)
     torch.manual_seed(3)
     model = build_model(c["model"], 12, 5)
@@ -50,9 +51,9 @@ def tiny_workers(kind, precision="fp32", compile=False, impl="default", k=1, tin
     seeds = list(range(k))
     if kind == "stacked":
         return StackedWorkers(copy.deepcopy(model), sgd, seeds, torch.device("cpu"), 0.5,
-                              precision=precision, compile=compile)
+                              precision=precision, compile_mode=compile_mode)
     return LoopWorkers(copy.deepcopy(model), sgd, seeds, torch.device("cpu"), 0.5, c["data"],
-                       precision=precision, compile=compile)
+                       precision=precision, compile_mode=compile_mode)
 
 
 def steps(count=3, k=1, rows=16):
@@ -83,9 +84,12 @@ def test_optimizer_kernels_compute_what_the_default_does(impl, kind, k):
     assert other.optimizer.param_groups[0][impl] is True
 
 
-def test_compiled_steps_match_eager():
-    eager, compiled = tiny_workers("loop"), tiny_workers("loop", compile=True)
-    for step in steps(count=2):
+# reduce-overhead's CUDA graphs are the device's; on a CPU it compiles as default does, through
+# the step's own marks (precision.new_step)
+@pytest.mark.parametrize("kind,k,mode", [("loop", 1, "default"), ("stacked", 3, "reduce-overhead")])
+def test_compiled_steps_match_eager(kind, k, mode):
+    eager, compiled = tiny_workers(kind, k=k), tiny_workers(kind, k=k, compile_mode=mode)
+    for step in steps(count=2, k=k):
         torch.testing.assert_close(compiled.step(step), eager.step(step), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(compiled.vectors(), eager.vectors(), rtol=1e-5, atol=1e-5)
     # the modules stay plain: their state_dicts are an eager model's
@@ -100,6 +104,7 @@ def test_compiled_steps_match_eager():
     ("train.optimizer_impl=apex", "expected one of default, foreach, fused"),
     ("train.tf32=1", "'train.tf32' must be true or false"),
     ("train.compile=yes please", "'train.compile' must be true or false"),
+    ("train.compile_mode=max-autotune", "expected one of default, reduce-overhead"),
 ])
 def test_every_switch_is_checked(setting, message):
     with pytest.raises(configs.ConfigError, match=message):
@@ -111,10 +116,11 @@ def test_the_defaults_compute_as_before():
     assert c["data"]["loader"] == "stream" and c["train"]["precision"] == "fp32"
     assert (c["train"]["tf32"], c["train"]["compile"], c["train"]["optimizer_impl"]) == \
         (False, False, "default")
+    assert compile_mode(c["train"]) is None
     # a checkpoint written before these keys existed resumes: an absent key is its default
     saved = copy.deepcopy(c)
     for section, key in (("data", "loader"), ("data", "resident_dtype"), ("train", "precision"),
-                         ("train", "tf32"), ("train", "compile")):
+                         ("train", "tf32"), ("train", "compile"), ("train", "compile_mode")):
         del saved[section][key]
     assert configs.differences(saved, c) == []
     assert configs.differences(saved, configs.resolve(None, ["train.precision=bf16"])) == \

@@ -62,6 +62,7 @@ DEFAULTS: dict[str, Any] = {
         "tf32": False,                    # CUDA: TF32 tensor-core matmuls for fp32
         "optimizer_impl": "default",      # default (torch's choice) | foreach | fused
         "compile": False,                 # torch.compile the forward and loss of a step
+        "compile_mode": "default",        # compile: default | reduce-overhead (CUDA graphs)
     },
     "sync": {
         "strategy": "bmuf",               # single | ma | bmuf
@@ -206,7 +207,7 @@ def check_choice(config: dict, key: str, choices) -> None:
 
 def validate(config: dict) -> None:
     from emasr.nnet.data import LOADERS
-    from emasr.nnet.precision import OPTIMIZER_IMPLS, PRECISIONS
+    from emasr.nnet.precision import COMPILE_MODES, OPTIMIZER_IMPLS, PRECISIONS
     from emasr.nnet.resident import RESIDENT_DTYPES, RESIDENT_MEMORY
     from emasr.nnet.schedule import SCHEDULES
     from emasr.nnet.sync import STRATEGIES
@@ -215,7 +216,8 @@ def validate(config: dict) -> None:
     for key, choices in (("data.loader", LOADERS), ("data.resident_dtype", RESIDENT_DTYPES),
                          ("data.resident_memory", RESIDENT_MEMORY),
                          ("train.precision", PRECISIONS),
-                         ("train.optimizer_impl", OPTIMIZER_IMPLS)):
+                         ("train.optimizer_impl", OPTIMIZER_IMPLS),
+                         ("train.compile_mode", COMPILE_MODES)):
         check_choice(config, key, choices)
 
     sync, train, average = config["sync"], config["train"], config["average"]

@@ -11,7 +11,10 @@ their defaults compute exactly what the toolkit computed before they existed.
 - `train.optimizer_impl`: `default` (torch's own choice: a per-tensor loop on the CPU, `foreach`
   on CUDA), `foreach` (one multi-tensor kernel per update step), `fused` (one fused kernel where
   torch has one for the optimizer and device, else `foreach`).
-- `train.compile`: torch.compile of the per-step work (forward and loss, and so their backward).
+- `train.compile`: torch.compile of the per-step work (forward and loss, and so their backward),
+  in `train.compile_mode`: `default`, or `reduce-overhead` (the compiled forward and backward
+  replayed as CUDA graphs: one launch each instead of one per kernel; on a CPU the same as
+  `default`).
 """
 from __future__ import annotations
 
@@ -28,6 +31,10 @@ PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat1
 
 # The optimizer step's kernels (train.optimizer_impl).
 OPTIMIZER_IMPLS = ("default", "foreach", "fused")
+
+# torch.compile's modes a step may compile in (train.compile_mode), each with whether it replays
+# CUDA graphs (whose trees must be told where a training step begins: new_step).
+COMPILE_MODES: dict[str, bool] = {"default": False, "reduce-overhead": True}
 
 
 def autocast(device: torch.device, precision: str):
@@ -74,7 +81,20 @@ def make_optimizer(factory, params, impl: str) -> torch.optim.Optimizer:
         return factory(params, foreach=True)
 
 
-def compiled(function, enabled: bool):
-    """torch.compile(function) when enabled (the first calls compile; a new minibatch shape, the
-    short last one of an epoch, compiles once more)."""
-    return torch.compile(function) if enabled else function
+def compile_mode(train: dict) -> str | None:
+    """The torch.compile mode of a config's `train` section; None: eager."""
+    return train["compile_mode"] if train["compile"] else None
+
+
+def compiled(function, mode: str | None):
+    """torch.compile(function, mode=mode), or function itself for None (the first calls compile;
+    a new minibatch shape, the short last one of an epoch, compiles once more)."""
+    return function if mode is None else torch.compile(function, mode=mode)
+
+
+def new_step(mode: str | None) -> None:
+    """Mark the start of a training step for CUDA graph trees, so that replays of this step may
+    reuse the memory of the last one's outputs (nothing keeps them: the step's statistics are
+    computed outside the compiled function)."""
+    if mode is not None and COMPILE_MODES[mode]:
+        torch.compiler.cudagraph_mark_step_begin()

@@ -35,7 +35,7 @@ from emasr.nnet.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
 from emasr.nnet.averages import build_averagers
 from emasr.nnet.resident import ResidentGroup
-from emasr.nnet.precision import make_optimizer, set_tf32
+from emasr.nnet.precision import compile_mode, make_optimizer, set_tf32
 from emasr.nnet.schedule import LearningRateSchedule
 from emasr.nnet.sync import make_rule
 from emasr.nnet.workers import batch_stats, make_workers, predict, summed
@@ -147,7 +147,7 @@ class Trainer:
         self.local = make_workers(self.model, self._optimizer, seeds, self.device,
                                   float(c["train"]["max_grad_norm"]), c["data"],
                                   precision=c["train"]["precision"],
-                                  compile=bool(c["train"]["compile"]))
+                                  compile_mode=compile_mode(c["train"]))
         s = c["sync"]
         self.rule = make_rule(s["strategy"], self.workers, float(s["block_lr"]),
                               s["block_momentum"], bool(s["nesterov"]), int(s["warmup_blocks"]))

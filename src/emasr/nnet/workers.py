@@ -16,8 +16,8 @@ A worker's dropout stream is seeded as a real worker's (train.init_seed * 1000 +
 and used by nothing else, so it draws the masks that worker would draw.
 
 Both run a step's forward and loss in the precision of `train.precision` (emasr.nnet.precision),
-optionally compiled (`train.compile`), and count the labelled frames on the device the labels are
-on, so that data already on a GPU (the resident loader) is never waited for.
+optionally compiled (`train.compile`, `train.compile_mode`), and count the labelled frames on the
+device the labels are on, so that data already on a GPU (the resident loader) is never waited for.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from emasr.nnet.data import IGNORE
 from emasr.nnet.flat import (check_mean_size, mean_to_vector, model_to_vector, state_tensors,
                              vector_to_model)
 from emasr.nnet.models import ACTIVATIONS
-from emasr.nnet.precision import autocast, compiled
+from emasr.nnet.precision import autocast, compiled, new_step
 
 
 def correct_frames(log_probs: torch.Tensor, labels: torch.Tensor,
@@ -100,14 +100,14 @@ def can_stack(model: nn.Module) -> bool:
 
 def make_workers(model: nn.Module, make_optimizer, seeds: list[int], device: torch.device,
                  max_grad_norm: float, data_config: dict, precision: str = "fp32",
-                 compile: bool = False):
+                 compile_mode: str | None = None):
     """K = len(seeds) workers starting from `model`; seeds are their dropout streams' (for K = 1
     the process's global torch RNG, seeded by the caller, is the worker's stream)."""
     if len(seeds) > 1 and can_stack(model):
         return StackedWorkers(model, make_optimizer, seeds, device, max_grad_norm,
-                              precision=precision, compile=compile)
+                              precision=precision, compile_mode=compile_mode)
     return LoopWorkers(model, make_optimizer, seeds, device, max_grad_norm, data_config,
-                       precision=precision, compile=compile)
+                       precision=precision, compile_mode=compile_mode)
 
 
 class LoopWorkers:
@@ -115,14 +115,14 @@ class LoopWorkers:
 
     def __init__(self, model: nn.Module, make_optimizer, seeds: list[int], device: torch.device,
                  max_grad_norm: float, data_config: dict, precision: str = "fp32",
-                 compile: bool = False) -> None:
+                 compile_mode: str | None = None) -> None:
         self.models = [model] + [copy.deepcopy(model) for _ in seeds[1:]]
         self.optimizers = [make_optimizer(m.parameters()) for m in self.models]
         self.device, self.max_grad_norm, self.data_config = device, max_grad_norm, data_config
-        self.precision = precision
+        self.precision, self.compile_mode = precision, compile_mode
         # each model's forward and loss, compiled or not (the modules themselves stay plain, so
         # their state_dicts, copies and evaluation are those of an uncompiled model)
-        self.losses = [compiled(self.loss_function(m), compile) for m in self.models]
+        self.losses = [compiled(self.loss_function(m), compile_mode) for m in self.models]
         # one worker uses the global RNG as a lone process always did; several keep a stream each
         self.streams = None if len(seeds) == 1 else [new_stream(s, device) for s in seeds]
 
@@ -163,6 +163,7 @@ class LoopWorkers:
     def step(self, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
         """One minibatch per worker; returns [K, 3]: each worker's batch_stats (loss per frame,
         correct frames, labelled frames; on the device: nothing here waits for it)."""
+        new_step(self.compile_mode)
         if self.streams is None:   # one worker: no stream to switch to, nothing to stack
             return self.step_one(0, *batches[0]).unsqueeze(0)
         out = []
@@ -223,7 +224,8 @@ class StackedWorkers:
     """K DNNs as stacked parameters [K, ...], trained as one batched computation."""
 
     def __init__(self, model: nn.Module, make_optimizer, seeds: list[int], device: torch.device,
-                 max_grad_norm: float, precision: str = "fp32", compile: bool = False) -> None:
+                 max_grad_norm: float, precision: str = "fp32",
+                 compile_mode: str | None = None) -> None:
         k = len(seeds)
         self.template = model
         self.layers = [(f"layers.{i}", layer) for i, layer in enumerate(model.layers)]
@@ -240,7 +242,8 @@ class StackedWorkers:
         self.optimizer = make_optimizer([self.params[n] for n in self.names])
         self.streams = [new_stream(s, device) for s in seeds]
         self.device, self.max_grad_norm, self.precision = device, max_grad_norm, precision
-        self.batched = compiled(self.forward, compile)
+        self.compile_mode = compile_mode
+        self.batched = compiled(self.forward, compile_mode)
 
     @property
     def count(self) -> int:
@@ -313,6 +316,7 @@ class StackedWorkers:
     def step(self, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
         """One minibatch per worker (a short one, at an epoch's end, padded with unlabelled
         frames: each row of a DNN is computed on its own); returns [K, 3] as LoopWorkers.step."""
+        new_step(self.compile_mode)
         sizes = [len(y) for _, y in batches]
         rows = max(sizes)
         x, y = self.stack(batches, rows)
