@@ -17,7 +17,8 @@
     one worker; for the LSTMP (1x256, proj 128, 32 chunks of 32 frames), where vmap has no batching
     rule for nn.LSTM, a hand-written LSTMP cell under vmap against a loop over K nn.LSTMs.
 (g) the resident data path (--resident): the trainer with data.loader=resident (the shard in one
-    tensor on the device, minibatches by index gathers; --resident-dtype) against the trainer with
+    tensor on the device, minibatches by index gathers; --resident-dtype; --resident-part-frames N:
+    in parts of N frames, each loaded while the one before it trains) against the trainer with
     the stream loader (a) and against the hand-written loop, alternated in the same run as (a);
     with --resident the workers of (d), (e) and (h) read through it too.
 (h) virtual workers against K (--virtual-sweep 1,2,4,8): one process of K workers, frames/s
@@ -92,7 +93,8 @@ def overrides(args) -> list[str]:
 
 
 def resident_overrides(args) -> list[str]:
-    return [*overrides(args), "data.loader=resident", f"data.resident_dtype={args.resident_dtype}"]
+    return [*overrides(args), "data.loader=resident", f"data.resident_dtype={args.resident_dtype}",
+            f"data.resident_part_frames={args.resident_part_frames}"]
 
 
 def worker_overrides(args) -> list[str]:
@@ -424,6 +426,8 @@ def main() -> None:
                         help="(g): the trainer with the resident loader against (a)'s two")
     parser.add_argument("--resident-dtype", choices=RESIDENT_DTYPES, default="float32",
                         help="(g): data.resident_dtype")
+    parser.add_argument("--resident-part-frames", type=int, default=0,
+                        help="(g): data.resident_part_frames (0: the whole shard held)")
     parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
                         help="train.precision of the trainers and the hand-written loop")
     parser.add_argument("--tf32", action="store_true", help="train.tf32 (CUDA)")
@@ -464,8 +468,10 @@ def main() -> None:
               f"{100 * max(ours) / max(loop):.1f}% (target >= 90%); {paired(ours, loop)}")
         if args.resident:
             store = resident.shards[0]
-            print(f"(g) resident trainer ({store.dtype}, on {store.store}; loaded in "
-                  f"{load_seconds:.2f} s) {max(gathered):.0f} frames/s: "
+            held = (f"in parts of at most {args.resident_part_frames} frames, each loaded while "
+                    "the one before it trains" if args.resident_part_frames else
+                    f"{store.dtype}, on {store.store}; loaded in {load_seconds:.2f} s")
+            print(f"(g) resident trainer ({held}) {max(gathered):.0f} frames/s: "
                   f"{max(gathered) / max(ours):.2f}x the stream trainer, "
                   f"{100 * max(gathered) / max(loop):.1f}% of the hand-written loop; "
                   f"{paired(gathered, loop)}")

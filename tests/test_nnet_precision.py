@@ -100,6 +100,7 @@ def test_compiled_steps_match_eager(kind, k, mode):
     ("data.loader=disk", "data.loader 'disk': expected one of stream, resident"),
     ("data.resident_dtype=bfloat16", "expected one of float32, float16"),
     ("data.resident_memory=gpu", "expected one of auto, device, host"),
+    ("data.resident_part_frames=-1", "data.resident_part_frames must be >= 0"),
     ("train.precision=fp16", "train.precision 'fp16': expected one of fp32, bf16"),
     ("train.optimizer_impl=apex", "expected one of default, foreach, fused"),
     ("train.tf32=1", "'train.tf32' must be true or false"),

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from emasr.nnet import config as configs
-from emasr.nnet.data import Source, TrainingData, make_chunks, shard, utterances_with_targets
-from emasr.nnet.resident import ResidentData, ResidentGroup, splice_offsets
+from emasr.nnet.data import (Source, TrainingData, make_chunks, shard, training_data,
+                             utterances_with_targets)
+from emasr.nnet.resident import ResidentData, ResidentGroup, ResidentParts, splice_offsets
 from emasr.nnet.trainer import make_pipeline, open_targets
 from nnet_synthetic import DIM, NUM_PDFS, TINY_DNN, TINY_LSTM
 from test_nnet_train import problem, train  # noqa: F401
@@ -101,6 +102,42 @@ def test_the_order_depends_on_seed_epoch_and_rank_only(problem, tiny):
     assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(first[3:], tail))
 
 
+PARTS = ["data.resident_part_frames=40"]   # a shard of 8 utterances of 10-20 network frames
+
+
+def in_parts(problem, tiny, epoch=0, **kw):
+    source, utts, c, sequence = worker_shard(problem, tiny + RESIDENT + PARTS)
+    data = training_data("resident", source, utts, c["data"], sequence, 0, torch.device("cpu"))
+    assert isinstance(data, ResidentParts)
+    return data, list(data.minibatches(epoch, **kw))
+
+
+def same(a, b):
+    return len(a) == len(b) and all(torch.equal(x, u) and torch.equal(y, v)
+                                    for (x, y), (u, v) in zip(a, b))
+
+
+@pytest.mark.parametrize("tiny", [TINY_DNN, LSTM_SPLICED], ids=["dnn", "lstm"])
+def test_a_shard_in_parts_gives_every_example_once_an_epoch(problem, tiny):
+    data, first = in_parts(problem, tiny)
+    parts = data.parts(0)
+    frames = dict(zip(data.utts, data.lengths))
+    assert len(parts) >= 3 and sorted(u for part in parts for u in part) == sorted(data.utts)
+    assert all(sum(frames[u] for u in part) <= 40 or len(part) == 1 for part in parts)
+    # the whole shard's examples, each once, part by part: each part's minibatches are full but
+    # its last
+    assert examples(first) == examples(resident(problem, tiny))
+    short = [len(y) for _, y in first if len(y) < max(len(y) for _, y in first)]
+    assert 0 < len(short) <= len(parts)
+    _, again = in_parts(problem, tiny)
+    assert same(first, again)
+    other, later = in_parts(problem, tiny, epoch=1)
+    assert other.parts(1) != parts and examples(later) == examples(first)
+    # resuming skips whole parts by their minibatch counts, then slices of the part it is in
+    for skip in (1, 4, len(first) - 1):
+        assert same(in_parts(problem, tiny, skip=skip)[1], first[skip:])
+
+
 def test_float16_storage_rounds_the_inputs_to_fp16(problem):
     full = resident(problem, TINY_DNN)
     half = resident(problem, TINY_DNN + ["data.resident_dtype=float16"])
@@ -136,7 +173,8 @@ def test_training_with_the_resident_loader_learns(problem, tmp_path, extra):
 @pytest.mark.parametrize("tiny", [
     TINY_DNN + ["sync.strategy=single"],
     LSTM_SPLICED + ["sync.strategy=bmuf", "dist.workers_per_process=2"],
-], ids=["dnn-single", "lstm-bmuf-2-virtual"])
+    TINY_DNN + ["sync.strategy=bmuf", "dist.workers_per_process=2"] + PARTS,
+], ids=["dnn-single", "lstm-bmuf-2-virtual", "dnn-bmuf-2-virtual-in-parts"])
 def test_resume_of_a_resident_run_is_exact(problem, tmp_path, tiny):
     base = tiny + RESIDENT + ["sync.ema_decay=0.9", "model.dropout=0.2", "train.epochs=2",
                               "train.checkpoint_every_blocks=3"]

@@ -41,6 +41,9 @@ DEFAULTS: dict[str, Any] = {
         "resident_dtype": "float32",      # resident: storage of the features, float32 | float16
         "resident_memory": "auto",        # resident: auto (the GPU if the shard fits in half its
                                           # free memory, else host) | device | host
+        "resident_part_frames": 0,        # resident: 0, the whole shard held; N: a shard that
+                                          # fits nowhere goes through memory in parts of <= N
+                                          # frames, each loaded while the one before it trains
     },
     "train": {
         "epochs": 10,
@@ -230,6 +233,9 @@ def validate(config: dict) -> None:
         raise ConfigError("set sync.ema_decay or sync.ema_half_life_frames, not both")
     if train["optimizer"] not in ("sgd", "adam"):
         raise ConfigError(f"train.optimizer '{train['optimizer']}': expected sgd or adam")
+    if int(config["data"]["resident_part_frames"]) < 0:
+        raise ConfigError("data.resident_part_frames must be >= 0 (0: the whole shard resident), "
+                          f"got {config['data']['resident_part_frames']}")
     if float(train["max_grad_norm"]) < 0:
         raise ConfigError(f"train.max_grad_norm must be >= 0 (0: no clipping), got "
                           f"{train['max_grad_norm']}")

@@ -253,9 +253,11 @@ def training_data(loader: str, source: Source, utts: list[str], data_config: dic
         return TrainingData(source, utts, data_config, sequence, rank,
                             pin_memory=device.type == "cuda")
     if loader == "resident":
-        from emasr.nnet.resident import ResidentData
+        from emasr.nnet.resident import ResidentData, ResidentParts
 
-        return ResidentData(source, utts, data_config, sequence, rank, device)
+        whole = int(data_config["resident_part_frames"]) == 0
+        return (ResidentData if whole else ResidentParts)(source, utts, data_config, sequence,
+                                                          rank, device)
     raise ValueError(f"unknown data.loader '{loader}'; expected one of {', '.join(LOADERS)}")
 
 

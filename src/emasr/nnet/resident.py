@@ -27,6 +27,11 @@ differ; each is deterministic for (seed, epoch, rank).
 
 Resume: minibatches(epoch, skip) starts at slice `skip` of the same permutation, so nothing before
 the resume point is gathered.
+
+A shard that fits neither the GPU nor the host (`data.resident_part_frames` N > 0, ResidentParts)
+goes through memory in parts: each epoch cuts a permutation of its utterances into parts of at
+most N frames, and each part is a ResidentData of its own, loaded in a background thread while the
+part before it trains, its examples permuted and gathered as a whole shard's are.
 """
 from __future__ import annotations
 
@@ -99,11 +104,10 @@ class ResidentData:
     """One worker's shard in one tensor; its minibatches for an epoch are index gathers."""
 
     def __init__(self, source: Source, utts: list[str], data_config: dict, sequence: bool,
-                 rank: int, device: torch.device | str = "cpu") -> None:
+                 rank: int, device: torch.device | str = "cpu", part: int | None = None) -> None:
         self.source, self.utts, self.config = source, utts, data_config
-        self.sequence, self.rank, self.device = sequence, rank, torch.device(device)
-        if self.device.type == "cuda" and self.device.index is None:   # as a tensor's .device
-            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.sequence, self.rank, self.device = sequence, rank, resolved(device)
+        self.part = part   # ResidentParts' part number: its own permutations
         self.dtype = RESIDENT_DTYPES[data_config["resident_dtype"]]
         self.splice = int(source.pipeline.config.splice)
         self.feats: torch.Tensor | None = None   # loaded on first use (load())
@@ -122,7 +126,8 @@ class ResidentData:
         """Read the shard once (the feature pipeline, checks and all, as the stream loader)."""
         if self.feats is not None:
             return
-        self.attach(*self.fill(*self.pieces(), f"worker {self.rank}"))
+        whose = f"worker {self.rank}" + ("" if self.part is None else f", part {self.part}")
+        self.attach(*self.fill(*self.pieces(), whose))
 
     def fill(self, feats: list[torch.Tensor], labels: list[torch.Tensor],
              whose: str) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
@@ -206,7 +211,8 @@ class ResidentData:
     # -- an epoch ---------------------------------------------------------------------------
     def order(self, epoch: int) -> torch.Tensor:
         """The epoch's permutation of the examples, on the store's device."""
-        rng = np.random.default_rng([int(self.config["seed"]), epoch, self.rank, 2])
+        key = [int(self.config["seed"]), epoch, self.rank, 2]
+        rng = np.random.default_rng(key if self.part is None else key + [self.part])
         return torch.from_numpy(rng.permutation(self.examples)).to(self.store)
 
     @property
@@ -227,6 +233,72 @@ class ResidentData:
             yield from batches
         else:   # a host store for a GPU: gather and pin in a thread, copied without waiting
             yield from prefetch((x.pin_memory(), y.pin_memory()) for x, y in batches)
+
+
+def resolved(device: torch.device | str) -> torch.device:
+    """The device with its index, as a tensor's .device (a bare "cuda" is the current GPU)."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+class ResidentParts:
+    """A worker's shard that fits neither the GPU nor the host (data.resident_part_frames N > 0):
+    each epoch, a permutation of its utterances (numpy.random.default_rng([seed, epoch, rank, 3]))
+    is cut into parts of at most N frames (a longer utterance is a part alone), and each part is a
+    ResidentData, permuted and gathered as a whole shard is (its own permutation per part). A
+    background thread loads the next part while one trains: at most three parts are in memory
+    (training, loaded, loading). The epoch's examples are the shard's, each once; its minibatches
+    are each part's, a part's last one short.
+
+    Resume skips whole parts by their minibatch counts, which are known once a part is read (the
+    pipeline may drop an utterance whose features and targets disagree in length): the parts
+    before the resume point are read again, but nothing of them is gathered or trained."""
+
+    def __init__(self, source: Source, utts: list[str], data_config: dict, sequence: bool,
+                 rank: int, device: torch.device | str = "cpu") -> None:
+        self.source, self.utts, self.config = source, utts, data_config
+        # the GPU resolved here, not in the loading thread (whose current device is the first)
+        self.sequence, self.rank, self.device = sequence, rank, resolved(device)
+        self.part_frames = int(data_config["resident_part_frames"])
+        self.lengths: np.ndarray | None = None   # target frames per utterance, read once
+
+    def load(self) -> None:
+        """Nothing to load ahead: the parts are read as an epoch reaches them."""
+
+    def parts(self, epoch: int) -> list[list[str]]:
+        """The epoch's parts: consecutive runs of a permutation of the utterances, each at most
+        data.resident_part_frames target frames (a longer utterance alone)."""
+        if self.lengths is None:
+            self.lengths = np.array([len(self.source.targets.reader[u]) for u in self.utts])
+        rng = np.random.default_rng([int(self.config["seed"]), epoch, self.rank, 3])
+        parts, frames = [], 0
+        for i in rng.permutation(len(self.utts)):
+            if not parts or frames + self.lengths[i] > self.part_frames:
+                parts.append([])
+                frames = 0
+            parts[-1].append(self.utts[i])
+            frames += int(self.lengths[i])
+        return parts
+
+    def loaded(self, number: int, utts: list[str]) -> ResidentData:
+        part = ResidentData(self.source, utts, self.config, self.sequence, self.rank, self.device,
+                            part=number)
+        part.load()
+        return part
+
+    def minibatches(self, epoch: int, skip: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """The epoch's minibatches from the `skip`-th on, part by part."""
+        parts = prefetch((self.loaded(i, utts) for i, utts in enumerate(self.parts(epoch))),
+                         depth=1)
+        for part in parts:
+            count = -(-part.examples // part.batch_size)
+            if skip >= count:
+                skip -= count
+                continue
+            yield from part.minibatches(epoch, skip)
+            skip = 0
 
 
 class StepBatches(list):

@@ -34,7 +34,7 @@ from emasr.nnet.data import (DataError, Source, eval_batches, shard, training_da
 from emasr.nnet.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
 from emasr.nnet.averages import build_averagers
-from emasr.nnet.resident import ResidentGroup
+from emasr.nnet.resident import ResidentData, ResidentGroup
 from emasr.nnet.precision import compile_mode, make_optimizer, set_tf32
 from emasr.nnet.schedule import LearningRateSchedule
 from emasr.nnet.sync import make_rule
@@ -130,9 +130,9 @@ class Trainer:
                                      shard(train_utts, int(c["data"]["seed"]), g, self.workers),
                                      c["data"], self.model.sequence_model, g, self.device)
                        for g in self.worker_ids]
-        # K resident shards: one store, one gather per step for all K
-        self.group = (ResidentGroup(self.shards)
-                      if c["data"]["loader"] == "resident" and self.per_process > 1 else None)
+        # K resident shards: one store, one gather per step for all K (shards held whole)
+        self.group = (ResidentGroup(self.shards) if self.per_process > 1 and
+                      all(isinstance(data, ResidentData) for data in self.shards) else None)
         own = [u for data in self.shards for u in data.utts]
         lengths = validate_targets(self.targets, own + self.dev_utts[self.rank::self.world],
                                    self.num_pdfs, self.targets_dir)
