@@ -8,7 +8,7 @@ import torch
 
 from emasr.nnet import config as configs
 from emasr.nnet.models import build_model
-from emasr.nnet.precision import compile_mode, make_optimizer
+from emasr.nnet.precision import compile_mode, kept, make_optimizer
 from emasr.nnet.workers import LoopWorkers, StackedWorkers
 from nnet_synthetic import TINY_DNN, TINY_LSTM
 from test_nnet_train import problem, saved_vector, train  # noqa: F401
@@ -94,6 +94,15 @@ def test_compiled_steps_match_eager(kind, k, mode):
     torch.testing.assert_close(compiled.vectors(), eager.vectors(), rtol=1e-5, atol=1e-5)
     # the modules stay plain: their state_dicts are an eager model's
     assert compiled.state(0)["model"].keys() == eager.state(0)["model"].keys()
+
+
+def test_a_steps_statistics_outlive_the_next_cuda_graph_replay():
+    # under CUDA graphs the next step's replay overwrites a compiled output: LoopWorkers keep a
+    # copy of the statistics they return (read once per block)
+    stats = torch.tensor([1.5, 3.0, 4.0])
+    assert kept(stats, None) is stats and kept(stats, "default") is stats
+    copy = kept(stats, "reduce-overhead")
+    assert torch.equal(copy, stats) and copy.data_ptr() != stats.data_ptr()
 
 
 @pytest.mark.parametrize("setting,message", [

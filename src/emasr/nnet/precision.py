@@ -92,9 +92,18 @@ def compiled(function, mode: str | None):
     return function if mode is None else torch.compile(function, mode=mode)
 
 
+def replays_graphs(mode: str | None) -> bool:
+    return mode is not None and COMPILE_MODES[mode]
+
+
 def new_step(mode: str | None) -> None:
-    """Mark the start of a training step for CUDA graph trees, so that replays of this step may
-    reuse the memory of the last one's outputs (nothing keeps them: the step's statistics are
-    computed outside the compiled function)."""
-    if mode is not None and COMPILE_MODES[mode]:
+    """Mark the start of a training step for CUDA graph trees: from here the graphs' replays
+    reuse the memory of the last step's outputs (what must outlive a step is copied: kept)."""
+    if replays_graphs(mode):
         torch.compiler.cudagraph_mark_step_begin()
+
+
+def kept(output: torch.Tensor, mode: str | None) -> torch.Tensor:
+    """A compiled function's output that must outlive the step (the step's statistics, read
+    once per block): under CUDA graphs a copy, since the next step's replay overwrites it."""
+    return output.clone() if replays_graphs(mode) else output

@@ -32,7 +32,7 @@ from emasr.nnet.data import IGNORE
 from emasr.nnet.flat import (check_mean_size, mean_to_vector, model_to_vector, state_tensors,
                              vector_to_model)
 from emasr.nnet.models import ACTIVATIONS
-from emasr.nnet.precision import autocast, compiled, new_step
+from emasr.nnet.precision import autocast, compiled, kept, new_step
 
 
 def correct_frames(log_probs: torch.Tensor, labels: torch.Tensor,
@@ -183,7 +183,7 @@ class LoopWorkers:
         if self.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), self.max_grad_norm)
         optimizer.step()
-        return stats
+        return kept(stats, self.compile_mode)   # an output of the compiled loss
 
     def set_lr(self, lr: float) -> None:
         for optimizer in self.optimizers:
