@@ -115,11 +115,17 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def trainer_fps(trainer: Trainer) -> float:
-    """Frames/s of one epoch of the trainer's own loop (data streaming, blocks, syncs)."""
+def trainer_fps(trainer: Trainer, epoch: int) -> float:
+    """Frames/s of one epoch of the trainer's own loop (data streaming, blocks, syncs). A shard
+    in parts loads the next epoch's first part from its last part on; that load is waited for
+    and timed here, as if no dev evaluation hid it (and so that it does not run into the
+    measurement after this one)."""
     frames_before = trainer.counters["frames"]
     start = time.perf_counter()
-    trainer.run_epoch(0, 0)
+    trainer.run_epoch(epoch, 0)
+    for data in trainer.shards:
+        if getattr(data, "ahead", None) is not None:
+            data.ahead[1].result()
     synchronize(trainer.device)
     return (trainer.counters["frames"] - frames_before) / (time.perf_counter() - start)
 
@@ -452,11 +458,11 @@ def main() -> None:
             load_seconds = time.perf_counter() - start
         # alternate them and keep each one's best, so load from other processes hits all
         ours, loop, gathered = [], [], []
-        for _ in range(args.repeats):
-            ours.append(trainer_fps(trainer))
+        for round_ in range(args.repeats):   # each round the next epoch (its own order)
+            ours.append(trainer_fps(trainer, round_))
             loop.append(hand_loop(trainer, args))
             if args.resident:
-                gathered.append(trainer_fps(resident))
+                gathered.append(trainer_fps(resident, round_))
         name = torch.cuda.get_device_name(trainer.device) if args.device == "cuda" else None
         print(f"device: {trainer.device}" + (f" ({name})" if name else ""))
         print(f"model: DNN {args.layers}x{args.hidden}, input {trainer.input_dim}, "

@@ -133,6 +133,9 @@ def test_a_shard_in_parts_gives_every_example_once_an_epoch(problem, tiny):
     assert same(first, again)
     other, later = in_parts(problem, tiny, epoch=1)
     assert other.parts(1) != parts and examples(later) == examples(first)
+    # the next epoch's first part was loaded while this one's last trained: the same minibatches
+    assert data.ahead[0] == 1 and data.ahead[1].result().utts == other.parts(1)[0]
+    assert same(list(data.minibatches(1)), later) and data.ahead[0] == 2
     # resuming skips whole parts by their minibatch counts, then slices of the part it is in
     for skip in (1, 4, len(first) - 1):
         assert same(in_parts(problem, tiny, skip=skip)[1], first[skip:])

@@ -35,8 +35,10 @@ part before it trains, its examples permuted and gathered as a whole shard's are
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import logging
+import threading
 from typing import Iterator
 
 import numpy as np
@@ -248,9 +250,11 @@ class ResidentParts:
     each epoch, a permutation of its utterances (numpy.random.default_rng([seed, epoch, rank, 3]))
     is cut into parts of at most N frames (a longer utterance is a part alone), and each part is a
     ResidentData, permuted and gathered as a whole shard is (its own permutation per part). A
-    background thread loads the next part while one trains: at most three parts are in memory
-    (training, loaded, loading). The epoch's examples are the shard's, each once; its minibatches
-    are each part's, a part's last one short.
+    background thread loads the next part while one trains, and once the last part of an epoch
+    is reached the next epoch's first part (so no epoch waits for a load but the first; the last
+    epoch loads one part it does not use): at most three parts are in memory (training, loaded,
+    loading). The epoch's examples are the shard's, each once; its minibatches are each part's, a
+    part's last one short.
 
     Resume skips whole parts by their minibatch counts, which are known once a part is read (the
     pipeline may drop an utterance whose features and targets disagree in length): the parts
@@ -263,6 +267,7 @@ class ResidentParts:
         self.sequence, self.rank, self.device = sequence, rank, resolved(device)
         self.part_frames = int(data_config["resident_part_frames"])
         self.lengths: np.ndarray | None = None   # target frames per utterance, read once
+        self.ahead: tuple[int, concurrent.futures.Future] | None = None   # (epoch, its 1st part)
 
     def load(self) -> None:
         """Nothing to load ahead: the parts are read as an epoch reaches them."""
@@ -288,11 +293,31 @@ class ResidentParts:
         part.load()
         return part
 
+    def load_ahead(self, epoch: int) -> None:
+        """Start loading `epoch`'s first part in a thread of its own (a daemon: a run that ends
+        does not wait for it)."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        utts = self.parts(epoch)[0]
+
+        def load() -> None:
+            try:
+                future.set_result(self.loaded(0, utts))
+            except BaseException as err:  # noqa: BLE001 (raised where the part is used)
+                future.set_exception(err)
+
+        threading.Thread(target=load, daemon=True, name="resident-part-ahead").start()
+        self.ahead = (epoch, future)
+
     def minibatches(self, epoch: int, skip: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """The epoch's minibatches from the `skip`-th on, part by part."""
-        parts = prefetch((self.loaded(i, utts) for i, utts in enumerate(self.parts(epoch))),
-                         depth=1)
-        for part in parts:
+        utts_of = self.parts(epoch)
+        ahead, self.ahead = self.ahead, None
+        first = ahead[1] if ahead is not None and ahead[0] == epoch else None
+        parts = prefetch((first.result() if i == 0 and first is not None else self.loaded(i, utts)
+                          for i, utts in enumerate(utts_of)), depth=1)
+        for i, part in enumerate(parts):
+            if i == len(utts_of) - 1:
+                self.load_ahead(epoch + 1)
             count = -(-part.examples // part.batch_size)
             if skip >= count:
                 skip -= count
