@@ -164,8 +164,11 @@ class LoopWorkers:
         """One minibatch per worker; returns [K, 3]: each worker's batch_stats (loss per frame,
         correct frames, labelled frames; on the device: nothing here waits for it)."""
         new_step(self.compile_mode)
+        # the statistics are outputs of the compiled loss, read once per block: under CUDA
+        # graphs the next step's replay overwrites them, so what is returned must be a copy
+        # (the stack of several workers' is one already)
         if self.streams is None:   # one worker: no stream to switch to, nothing to stack
-            return self.step_one(0, *batches[0]).unsqueeze(0)
+            return kept(self.step_one(0, *batches[0]).unsqueeze(0), self.compile_mode)
         out = []
         for k, (x, y) in enumerate(batches):
             with self.stream(k):
@@ -183,7 +186,7 @@ class LoopWorkers:
         if self.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), self.max_grad_norm)
         optimizer.step()
-        return kept(stats, self.compile_mode)   # an output of the compiled loss
+        return stats
 
     def set_lr(self, lr: float) -> None:
         for optimizer in self.optimizers:
