@@ -45,6 +45,12 @@ def examples(batches):
                                for xs, ys in batches for x, y in zip(xs, ys))
 
 
+def same(a, b):
+    """The same minibatches, in the same order."""
+    return len(a) == len(b) and all(torch.equal(x, u) and torch.equal(y, v)
+                                    for (x, y), (u, v) in zip(a, b))
+
+
 def test_splice_offsets_repeat_each_utterances_edge_frames():
     # utterances of 1, 2 and 6 rows, splice 2: row r's window is r + c clamped to its utterance
     lengths = np.array([1, 2, 6])
@@ -92,14 +98,12 @@ def test_lstm_minibatches_hold_every_chunk_once(problem):
 def test_the_order_depends_on_seed_epoch_and_rank_only(problem, tiny):
     first = resident(problem, tiny)
     again = resident(problem, tiny)
-    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(first, again))
+    assert same(first, again)
     for other in (resident(problem, tiny, epoch=1), resident(problem, tiny, rank=1)):
         assert examples(other) == examples(first)   # the same shard, in another order
         assert not torch.equal(other[0][0], first[0][0])
     # resuming skips permutation slices: the same minibatches from the skipped one on
-    tail = resident(problem, tiny, skip=3)
-    assert len(tail) == len(first) - 3
-    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(first[3:], tail))
+    assert same(resident(problem, tiny, skip=3), first[3:])
 
 
 PARTS = ["data.resident_part_frames=40"]   # a shard of 8 utterances of 10-20 network frames
@@ -110,11 +114,6 @@ def in_parts(problem, tiny, epoch=0, **kw):
     data = training_data("resident", source, utts, c["data"], sequence, 0, torch.device("cpu"))
     assert isinstance(data, ResidentParts)
     return data, list(data.minibatches(epoch, **kw))
-
-
-def same(a, b):
-    return len(a) == len(b) and all(torch.equal(x, u) and torch.equal(y, v)
-                                    for (x, y), (u, v) in zip(a, b))
 
 
 @pytest.mark.parametrize("tiny", [TINY_DNN, LSTM_SPLICED], ids=["dnn", "lstm"])
