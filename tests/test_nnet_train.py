@@ -120,11 +120,15 @@ def saved_vector(path):
                     "train.epochs=3"]),
     pytest.param(4, TINY_DNN + ["sync.strategy=ma", "sync.ema_decay=0.5", "sync.lr_times_workers=true",
                                 "data.minibatch_frames=8"], marks=pytest.mark.slow),
+    # block momentum 0.9 at 2 workers asks for 1519 frames an epoch: the data rule is broken
     pytest.param(2, TINY_LSTM + ["sync.strategy=bmuf", "sync.nesterov=false",
-                                 "train.max_grad_norm=0.5", "sync.ema_decay=0.7"],
+                                 "sync.block_momentum=0.9", "train.max_grad_norm=0.5",
+                                 "sync.ema_decay=0.7"],
                  marks=pytest.mark.slow),
 ], ids=["2-dnn-bmuf-nesterov", "4-dnn-ma", "2-lstm-bmuf-classic"])
-def test_torchrun_workers_match_single_process_simulation(problem, tmp_path, workers, extra):
+def test_torchrun_workers_match_single_process_simulation(problem, tmp_path, workers, extra,
+                                                          request):
+    case = request.node.callspec.id
     overrides = extra + CONSTANT_LR
     result = train_sh(problem, tmp_path / "exp", workers, overrides)
     log = tmp_path / "exp" / "log" / "train.log"
@@ -142,6 +146,15 @@ def test_torchrun_workers_match_single_process_simulation(problem, tmp_path, wor
     assert last["next_lr"] == pytest.approx(last["lr"])
     # one float32 all-reduce per sync: the model vector plus 4 piggybacked numbers
     assert last["bytes_reduced"] == last["syncs"] * (want_global.numel() + 4) * 4
+    # the regime the trainer recorded: its workers, its device, and the syncs it then made
+    regime = json.loads((tmp_path / "exp" / "regime.json").read_text())
+    assert regime["workers"] == workers and regime["hardware"]["device"] == "cpu"
+    assert regime["syncs_total"] == last["syncs"] > 0
+    # train.sh prints one warning line exactly when BMUF's data rule is broken (MA has none)
+    warned = result.stderr.count("WARNING: BMUF's data rule is not met")
+    assert warned == (1 if regime["data_rule_met"] is False else 0), (warned, regime)
+    assert regime["data_rule_met"] is {"2-dnn-bmuf-nesterov": True, "4-dnn-ma": None,
+                                       "2-lstm-bmuf-classic": False}[case]
 
 
 def state_dicts_equal(a, b):

@@ -28,7 +28,8 @@ torchrun_opts=  # passed to torchrun before the script, e.g. "--nnodes 2 --rdzv-
 help_message="Usage: $0 [options] <targets-dir> <train-data-dir> <dev-data-dir> <exp-dir>
 e.g.: $0 --num-workers 4 --strategy bmuf --ema-decay 0.99 --nnet-config conf/nnet/dnn.yaml \\
         exp/dnn/targets data/train_fbank data/dev_fbank exp/dnn
-Writes <exp-dir>/final.pt (and ema.pt with an EMA), checkpoints, metrics.jsonl; log in
+Writes <exp-dir>/final.pt (and ema.pt with an EMA), checkpoints, metrics.jsonl, regime.json
+(frames per sync, syncs, BMUF's data rule: a warning line when it is broken); log in
 <exp-dir>/log/train.log.
 Options:
   --nnet-config FILE              YAML config (conf/nnet/dnn.yaml); defaults fill the rest
@@ -129,3 +130,5 @@ launcher+=(--module emasr.cli train "${args[@]}" "$targets" "$train_data" "$dev_
 echo "$0: training with $num_workers worker(s) in $processes process(es); log in $dir/log/train.log"
 $cmd "$dir/log/train.log" "${launcher[@]}"
 echo "$0: trained $dir/final.pt$( [ -f "$dir/ema.pt" ] && echo ' and ema.pt')"
+# the regime the run trained in ($dir/regime.json): one warning line when BMUF's data rule is broken
+grep -m1 -o "BMUF's data rule is not met.*" "$dir/log/train.log" | sed "s|^|$0: WARNING: |" >&2 || true

@@ -26,14 +26,14 @@ from itertools import islice
 import numpy as np
 import torch
 
-from emasr.nnet import checkpoint, config as configs
+from emasr.nnet import checkpoint, config as configs, regime
 from emasr.nnet.comm import (Communicator, destroy_process_group, init_process_group,
                               worker_device)
 from emasr.nnet.data import (DataError, Source, eval_batches, shard, training_data,
                              utterances_with_targets, validate_targets)
 from emasr.nnet.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
-from emasr.nnet.averages import build_averagers
+from emasr.nnet.averages import EmaAverager, build_averagers
 from emasr.nnet.resident import ResidentData, ResidentGroup
 from emasr.nnet.precision import compile_mode, make_optimizer, set_tf32
 from emasr.nnet.schedule import LearningRateSchedule
@@ -141,6 +141,13 @@ class Trainer:
         frames = torch.tensor([float(sum(lengths[u] for u in own))],
                               dtype=torch.float64, device=self.device)
         self.epoch_frames = int(self.comm.all_reduce(frames, "training frames").item())
+        # an epoch ends at the last block every worker can fill: the fewest syncs of any shard
+        syncs = torch.tensor([float(min(
+            regime.shard_syncs([lengths[u] for u in data.utts], c["data"],
+                               self.model.sequence_model, int(c["sync"]["block_size"]))
+            for data in self.shards))], device=self.device)
+        self.syncs_per_epoch = int(self.comm.all_reduce(
+            syncs, "syncs per epoch", op=torch.distributed.ReduceOp.MIN).item())
         seeds = [int(c["train"]["init_seed"]) * 1000 + g for g in self.worker_ids]
         torch.manual_seed(seeds[0])   # dropout per worker (several: a stream each)
         set_tf32(self.device, bool(c["train"]["tf32"]))
@@ -159,9 +166,14 @@ class Trainer:
         self.worker_sum = (torch.empty(initial.numel(), dtype=torch.float64, device=self.device)
                            if self.per_process > 1 else None)
         self.averagers = build_averagers(c, self.frames_per_sync())
-        if self.rank == 0 and "ema" in self.averagers:
-            logger.info("EMA decay %.6f per sync (%d frames per sync)",
-                        self.averagers["ema"].decay, self.frames_per_sync())
+        self.regime = regime.compute(
+            c, self.workers, self.epoch_frames, self.model.sequence_model,
+            {name: a.decay for name, a in self.averagers.items() if isinstance(a, EmaAverager)},
+            regime.hardware(self.device), self.syncs_per_epoch)
+        if self.rank == 0:
+            logger.info("regime: %s", regime.describe(self.regime))
+            if regime.warning(self.regime):
+                logger.warning("%s", regime.warning(self.regime))
         t = c["train"]
         self.schedule = LearningRateSchedule(
             t["schedule"], float(t["lr"]), None if t["final_lr"] is None else float(t["final_lr"]),
@@ -192,10 +204,8 @@ class Trainer:
         return make_optimizer(factory, params, t["optimizer_impl"])
 
     def frames_per_sync(self) -> int:
-        d = self.config["data"]
-        per_batch = (d["chunks_per_minibatch"] * d["chunk_frames"] if self.model.sequence_model
-                     else d["minibatch_frames"])
-        return int(per_batch) * int(self.config["sync"]["block_size"]) * self.workers
+        per_batch = regime.minibatch_frames(self.config["data"], self.model.sequence_model)
+        return per_batch * int(self.config["sync"]["block_size"]) * self.workers
 
     def progress(self) -> float:
         """The share of the run's planned frames (epochs x one epoch's frames) processed."""
@@ -398,6 +408,7 @@ class Trainer:
         if self.rank == 0:
             os.makedirs(self.exp_dir, exist_ok=True)
             configs.save(self.config, os.path.join(self.exp_dir, "conf.yaml"))
+            regime.write(self.regime, self.exp_dir)
             self.pipeline.save(os.path.join(self.exp_dir, "feature_pipeline.yaml"))
         self.comm.barrier("exp dir setup")
 
