@@ -1,5 +1,5 @@
 """Synthetic exp dirs in the formats `emasr report` reads: a network exp dir as emasr.nnet.trainer
-and steps/nnet/decode.sh + local/score.sh leave it (conf.yaml, metrics.jsonl, num_workers,
+and steps/nnet/decode.sh + local/score.sh leave it (conf.yaml, regime.json, metrics.jsonl,
 decode_<set>[_ema]/scoring_kaldi/...), and a GMM exp dir with scored decode dirs."""
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import os
 import random
 
 import yaml
+
+from emasr.nnet import config as configs, regime as regimes
 
 CHARS = "北京上海天气明天导航音乐播放打开关闭附近餐厅电话"
 
@@ -107,17 +109,23 @@ def write_metrics(exp_dir: str, epochs: int, workers: int, ema: bool, acc0: floa
 def make_network_run(root: str, arch: str, strategy: str, seed: int, workers: int, ema: bool,
                      refs: dict[str, dict[str, str]], errors: dict[tuple[str, str], dict[str, int]],
                      lr: float = 0.1, acc0: float = 0.3, seconds_per_epoch: float = 10.0,
-                     epochs: int = 3, lr_times_workers: bool = False) -> str:
+                     epochs: int = 3, lr_times_workers: bool = False,
+                     hardware: dict | None = None, settings: tuple[str, ...] = ()) -> str:
     """errors: (set, model) -> utt -> substitutions; refs: set -> utt -> text."""
-    exp_dir = os.path.join(root, f"{arch}_{strategy}_s{seed}_lr{lr:g}")
+    exp_dir = os.path.join(root, f"{arch}_{strategy}_n{workers}_s{seed}_lr{lr:g}"
+                           + "".join(f"_{s}" for s in settings))
     os.makedirs(exp_dir)
     config = {"model": {"type": arch}, "train": {"lr": lr, "init_seed": seed, "epochs": epochs},
               "sync": {"strategy": strategy, "block_size": 4, "lr_times_workers": lr_times_workers,
                        "ema_decay": 0.9 if ema else None, "ema_half_life_frames": None}}
+    for key, value in configs.overrides_to_dict(settings).get("sync", {}).items():
+        config["sync"][key] = value
     with open(os.path.join(exp_dir, "conf.yaml"), "w", encoding="utf-8") as f:
         yaml.safe_dump(config, f)
-    with open(os.path.join(exp_dir, "num_workers"), "w", encoding="utf-8") as f:
-        f.write(f"{workers}\n")
+    resolved = configs.resolve(None, [f"sync.strategy={strategy}", "sync.block_size=4",
+                                      f"train.epochs={epochs}", f"train.init_seed={seed}"])
+    regimes.write(regimes.compute(resolved, workers, 3000 * workers, arch == "lstm",
+                                  {"ema": 0.9} if ema else {}, hardware), exp_dir)
     write_metrics(exp_dir, epochs, workers, ema, acc0, seconds_per_epoch)
     for (set_name, model), per_utt in errors.items():
         name = f"decode_{set_name}" + ("" if model == "final" else f"_{model}")

@@ -526,7 +526,6 @@ if stage_on 8; then
       *" ema "*) ema_opts=(--ema-half-life-frames "$ema_half_life_frames") ;;
     esac
     mkdir -p "$dir"
-    echo "$workers" > "$dir/num_workers"   # the report's workers column
     start=$(date +%s)
     run steps/nnet/train.sh --cmd "$cuda_cmd" --nnet-config "conf/nnet/$arch.yaml" \
       --num-workers "$workers" --strategy "$base" --block-size "$block_size" --epochs "$epochs" \

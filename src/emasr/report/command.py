@@ -1,4 +1,5 @@
-"""`emasr report`: read exp dirs, write RESULTS.md and the PNG plots beside it."""
+"""`emasr report`: read exp dirs, write RESULTS.md, the PNG plots and the counts beside it (or
+rebuild all of them from committed counts)."""
 from __future__ import annotations
 
 import logging
@@ -12,6 +13,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_STRATEGIES = ("single single+ema single+avg single+lastk ma ma+ema bmuf bmuf+ema bmuf+avg "
                       "bmuf+lastk")
+DEFAULT_OPTIONS = {"title": "Results", "archs": ["dnn", "lstm"],
+                   "labels": DEFAULT_STRATEGIES.split(), "replications": 10000}
 
 
 def order_labels(strategies: str) -> list[str]:
@@ -26,21 +29,38 @@ def order_labels(strategies: str) -> list[str]:
     return labels
 
 
-def make_report(exp_dirs: list[str], out: str, plot_dir: str, archs: list[str],
-                labels: list[str], notes: list[str], bench: str | None, replications: int,
-                title: str) -> str:
+def make_report(exp_dirs: list[str], out: str, plot_dir: str, options: dict,
+                bench: str | None, counts_dir: str, from_counts: bool = False) -> str:
+    """Read the exp dirs, write the counts dir, the plots and the report; `from_counts`: read the
+    counts dir alone, its stored options under the ones given (`options`' None values)."""
+    from emasr.report.counts import read_counts, write_counts
+    from emasr.report.findings import specificity_tests
     from emasr.report.markdown import render
     from emasr.report.plots import write_plots
-    from emasr.report.rows import build_rows, comparisons, gmm_summary, ladder_probabilities
+    from emasr.report.rows import build_rows, comparisons, gmm_summary, ladder_comparisons
     from emasr.report.systems import read_exp_dirs
 
-    networks, gmms = read_exp_dirs(exp_dirs)
-    rows = build_rows(networks, archs, labels, replications)
+    if from_counts:
+        networks, gmms, stored = read_counts(counts_dir)
+        options = {**stored, **{k: v for k, v in options.items() if v is not None},
+                   "notes": stored["notes"] + options["notes"]}
+    else:
+        options = {**DEFAULT_OPTIONS, **{k: v for k, v in options.items() if v is not None}}
+        networks, gmms = read_exp_dirs(exp_dirs)
+        write_counts(counts_dir, networks, gmms, options)
+    replications = options["replications"]
+    rows = build_rows(networks, options["archs"], options["labels"], replications)
     gmm_rows = [(g.name, gmm_summary(g, replications)) for g in gmms]
-    plots = write_plots(networks, archs, plot_dir, bench, rows)
+    ladder = ladder_comparisons(gmm_rows, replications)
+    compared = comparisons(rows, replications)
+    specificity = specificity_tests(rows, replications)
+    family = len(compared) + len(specificity) + sum(c is not None for c in ladder)
+    for c in compared:
+        c.family = family
+    plots = write_plots(networks, options["archs"], plot_dir, bench, rows)
     out_dir = os.path.dirname(os.path.abspath(out))
-    text = render(title, notes, rows, gmm_rows, ladder_probabilities(gmm_rows, replications),
-                  comparisons(rows, replications), plots, [g.exp_dir for g in gmms], out_dir)
+    text = render(options["title"], options["notes"], rows, gmm_rows, ladder, compared,
+                  specificity, family, plots, [g.exp_dir for g in gmms], out_dir)
     with atomic_write(out) as f:
         f.write(text)
     return text
@@ -63,51 +83,74 @@ def print_selected(exp_dirs: list[str], archs: list[str], labels: list[str]) -> 
               help="Markdown file to write.")
 @click.option("--plot-dir", default=None, type=click.Path(file_okay=False),
               help="Where the PNG plots go [default: plots/ beside --out].")
-@click.option("--archs", default="dnn lstm", show_default=True, help="Architectures (table rows).")
-@click.option("--strategies", default=DEFAULT_STRATEGIES, show_default=True,
+@click.option("--archs", default=None, help="Architectures (table rows) [default: dnn lstm; "
+              "with --from-counts, the committed report's].")
+@click.option("--strategies", default=None,
               help="Table rows: a sync rule (single, ma, bmuf), optionally +ema, +avg or +lastk "
-                   "(an averaged model of the same runs).")
+                   f"(an averaged model of the same runs) [default: {DEFAULT_STRATEGIES}; with "
+                   "--from-counts, the committed report's].")
 @click.option("--note", "notes", multiple=True,
               help="A line under the title, e.g. the command, wall time and machine (repeatable).")
 @click.option("--bench", default=None, type=click.Path(dir_okay=False),
               help="Speed-up benchmark JSON ([{workers, frames_per_second}, ...]) to plot too.")
-@click.option("--replications", default=10000, show_default=True, type=click.IntRange(1),
-              help="Bootstrap replications.")
-@click.option("--title", default="Results", show_default=True)
+@click.option("--replications", default=None, type=click.IntRange(1),
+              help="Bootstrap replications [default: 10000; with --from-counts, the committed "
+                   "report's, which gives its intervals exactly].")
+@click.option("--title", default=None, help="[default: Results; with --from-counts, the "
+              "committed report's]")
+@click.option("--counts-dir", default=None, type=click.Path(file_okay=False),
+              help="Where the per-utterance counts and the systems' records go (commit them "
+                   "with the report) [default: counts/ beside --out].")
+@click.option("--from-counts", is_flag=True,
+              help="Rebuild the report from --counts-dir alone (no EXP_DIRS): the tables and "
+                   "plots of a committed report, without its exp dirs.")
 @click.option("--select", is_flag=True,
               help="Only print the network exp dirs the table would use (one per row and seed; "
                    "among runs that differ in learning rate, the best on dev frame accuracy).")
 @click.argument("exp_dirs", nargs=-1, type=click.Path(file_okay=False))
-def report_cli(out, plot_dir, archs, strategies, notes, bench, replications, title, select,
-               exp_dirs) -> None:
+def report_cli(out, plot_dir, archs, strategies, notes, bench, replications, title, counts_dir,
+               from_counts, select, exp_dirs) -> None:
     """Write the paper's comparison from EXP_DIRS: network exp dirs (conf.yaml, metrics.jsonl,
     decode_{dev,test}[_<averaged model>]/ scored by local/score.sh) and GMM exp dirs
     (decode_{dev,test}/).
 
-    Rows are arch x strategy x worker count; a row whose runs are missing says "not run". Each
-    model's LM weight and insertion penalty are chosen on dev and its test CER is read at that
-    setting (Kaldi's best-on-test beside it, for reference); failed utterances count as
-    deletions. Columns: dev frame accuracy, dev and test CER with 95% bootstrap intervals, the
-    dev-chosen setting, relative change against BMUF and against single, training wall time, syncs
-    and bytes all-reduced per worker. Below: what agrees and disagrees with the paper (and whether
-    the EMA's gain is specific to parallel training, against a single worker's EMA and the
-    averaging controls), the GMM baselines, the probability that one system improves on another on
-    the same test utterances, and PNG plots (dev frame accuracy per epoch, loss curves, CER against
-    workers, speed-up against workers when measured).
+    Rows are arch x strategy x worker count; a row whose runs are missing says "not run"; a
+    row's runs are one per seed, each the best on dev frame accuracy among runs that differ in a
+    searched setting (learning rate, block momentum, block lr, warm-up). Each model's LM weight and
+    insertion penalty are chosen on dev and its test CER is read at that setting (Kaldi's
+    best-on-test beside it, for reference); failed utterances count as deletions. Columns: dev
+    frame accuracy, dev and test CER with 95% intervals that count seeds (a two-level bootstrap:
+    utterances as clusters, then seeds), each seed's test CER, the dev-chosen setting, relative
+    change against BMUF and against single, training wall time, syncs and bytes all-reduced per
+    worker. Below: each run's regime (regime.json), whether BMUF-N is within 3% of one worker on
+    dev (the paper's regime), each of the paper's claims judged by the interval of the difference
+    (and whether the EMA's gain is specific to parallel training), the GMM baselines, every
+    comparison with its interval, per-seed signs and t-interval, resolved at 95% and at the
+    family-wise level of all the report's comparisons, and PNG plots (dev frame accuracy per
+    epoch, loss curves, CER against workers, speed-up against workers when measured).
+
+    The per-utterance counts and the systems' records go to --counts-dir (counts/ beside the
+    report): commit them with it; `--from-counts` rebuilds the report from them alone.
     """
     from emasr.report.metrics import MetricsError
     from emasr.report.scoring import ScoringError
     from emasr.io.table import TableError
 
-    labels = order_labels(strategies)
-    arch_list = archs.split()
+    labels = order_labels(strategies) if strategies is not None else None
+    arch_list = archs.split() if archs is not None else None
     if select:
-        print_selected(list(exp_dirs), arch_list, labels)
+        print_selected(list(exp_dirs), arch_list or DEFAULT_OPTIONS["archs"],
+                       labels or DEFAULT_OPTIONS["labels"])
         return
-    plot_dir = plot_dir or os.path.join(os.path.dirname(os.path.abspath(out)), "plots")
+    report_dir = os.path.dirname(os.path.abspath(out))
+    plot_dir = plot_dir or os.path.join(report_dir, "plots")
+    counts_dir = counts_dir or os.path.join(report_dir, "counts")
+    if from_counts and exp_dirs:
+        raise click.UsageError("--from-counts rebuilds from --counts-dir alone: give no EXP_DIRS")
     try:
-        make_report(list(exp_dirs), out, plot_dir, arch_list, labels, list(notes), bench,
-                    replications, title)
+        options = {"title": title, "notes": list(notes), "archs": arch_list, "labels": labels,
+                   "replications": replications}
+        make_report(list(exp_dirs), out, plot_dir, options, bench, counts_dir, from_counts)
     except (MetricsError, ScoringError, TableError) as err:
         raise click.ClickException(str(err)) from None
     logger.info("wrote %s and plots in %s", out, plot_dir)

@@ -1,14 +1,27 @@
-"""The short text under the table: each of the paper's claims checked against the numbers, saying
-"agrees", "disagrees" or "not resolved" (the difference is smaller than the intervals, or the
-paired test is decisive but the intervals overlap and too few seeds agree)."""
+"""The text under the table: the regime each claim is judged in, then each of the paper's claims
+against the intervals of emasr.report.rows.
+
+A verdict word follows a test, never a threshold on a probability: an ordering is claimed only
+where the 95% interval of the difference (utterances and seeds resampled) excludes zero, and every
+line names that interval, the per-seed signs, the t-interval of the per-seed differences and
+whether the ordering survives the family-wise level of all the report's comparisons. The paper's
+claims assume BMUF-N close to one worker; where the report's BMUF-N is not within PARITY of one
+worker on dev, its comparisons are reported as what they are, not as a verdict on the paper. MA is
+judged only where its learning rate was tuned on dev; a speed-up only where every worker had an
+accelerator of its own.
+"""
 from __future__ import annotations
 
 from emasr.nnet.averages import AVERAGED_MODELS
-from emasr.report.rows import Comparison, Row, find_row, relative_change
+from emasr.nnet.regime import own_devices
+from emasr.report.intervals import LEVEL, Contrast, Interval, bootstrap
+from emasr.report.rows import Comparison, Row, find_row
 
-CONFIDENT = 0.95   # P(B better) at or above: B is better; P(A better) at or above: B is worse
+PARITY = 3.0   # percent: BMUF-N within this relative dev CER of one worker is the paper's regime
+NEAR_LINEAR = 0.8   # speed-up / N at or above: the paper's "near-linear" speed-up
 
-# (A, B, the claim, kind): "better" claims B improves on A; "no_worse" claims B matches or beats A.
+# (A, B, the claim, kind): "better" claims B improves on A; "no_worse" claims B matches (within
+# PARITY) or beats A.
 CLAIMS = [
     ("bmuf", "bmuf+ema", "the EMA model improves on the global BMUF model", "better"),
     ("ma", "ma+ema", "the EMA model improves on the global MA model", "better"),
@@ -31,98 +44,217 @@ def name(label: str) -> str:
         if plus else text
 
 
-# Seeds that must all order two systems the same way before an ordering is claimed although their
-# 95% intervals overlap (the paired test alone speaks for these test utterances, not for reruns).
-SEEDS_FOR_ORDERING = 3
+def level_text(interval: Interval) -> str:
+    if interval.seeds > 1:
+        return f"{interval.level:.0%}, utterances and {interval.seeds} seeds resampled"
+    return f"{interval.level:.0%}, one seed: utterances resampled, not training runs"
 
 
-def verdict(c: Comparison, kind: str) -> str:
-    numbers = (f"test CER {c.cer_a:.2f} -> {c.cer_b:.2f}, P({name(c.b)} better) = "
-               f"{c.p_b_better:.2f}, P({name(c.a)} better) = {c.p_a_better:.2f}, "
-               f"on {c.utterances} utterance decodes")
-    if c.p_b_better >= CONFIDENT:
-        return decisive("agrees", c, c.seeds_b_better, numbers)
-    if c.p_a_better is not None and c.p_a_better >= CONFIDENT:
-        return decisive(f"disagrees: {name(c.b)} is worse", c, c.seeds_a_better, numbers)
+def evidence(c: Comparison) -> str:
+    """The numbers behind a verdict, in one parenthesis."""
+    i, r = c.interval, c.relative.interval(LEVEL)
+    text = (f"test CER {c.cer_a:.2f} -> {c.cer_b:.2f}; {name(c.b)} - {name(c.a)} = "
+            f"{i.estimate:+.2f} [{i.low:+.2f}, {i.high:+.2f}] points, {r.estimate:+.1f}% "
+            f"[{r.low:+.1f}, {r.high:+.1f}] ({level_text(i)}) on {c.utterances} utterances")
+    if c.seed_differences:
+        text += f"; {c.signs()} seeds with {name(c.b)} better"
+    t = c.t()
+    if t is not None:
+        text += f"; per-seed t-interval [{t.low:+.2f}, {t.high:+.2f}]"
+    if c.resolved:
+        survives = "holds" if c.resolved_family_wise else "does not hold"
+        text += f"; the ordering {survives} at the family-wise {c.family_level:.2%} of {c.family}"
+    return text
+
+
+def ordering(c: Comparison, kind: str) -> str:
+    """'better', 'worse' or 'unresolved': B against A by the claim's test."""
     if kind == "no_worse":
-        return (f"**agrees within the intervals**: the difference is smaller than the 95% "
-                f"intervals ({numbers})")
-    return (f"**not resolved**: the difference is smaller than the 95% intervals ({numbers}); "
-            "more seeds are needed before claiming an ordering")
+        r = c.relative.interval(LEVEL)
+        if r.high <= PARITY:
+            return "better"
+        return "worse" if r.low > PARITY else "unresolved"
+    if not c.resolved:
+        return "unresolved"
+    return "better" if c.interval.high < 0 else "worse"
 
 
-def decisive(finding: str, c: Comparison, seeds_agreeing: int, numbers: str) -> str:
-    """A paired test at or above CONFIDENT: claimed outright when the intervals are apart, or when
-    they overlap but every one of at least SEEDS_FOR_ORDERING seeds orders the two the same way."""
-    if not c.intervals_overlap:
-        return f"**{finding}** ({numbers})"
-    seeds = f"{seeds_agreeing} of {c.seeds} seed(s) order them this way"
-    if c.seeds >= SEEDS_FOR_ORDERING and seeds_agreeing == c.seeds:
-        return (f"**{finding}** ({numbers}); the 95% intervals overlap, but the paired test is "
-                f"decisive and all {seeds}")
-    return (f"**{finding} on these utterances, not resolved across runs**: the paired test is "
-            f"decisive but the 95% intervals overlap and {seeds} ({numbers}); more seeds are needed "
-            f"before claiming an ordering (all of at least {SEEDS_FOR_ORDERING} must agree)")
+def verdict(c: Comparison, kind: str, in_regime: bool) -> str:
+    found = ordering(c, kind)
+    b, a = name(c.b), name(c.a)
+    if kind == "no_worse":
+        outcome = {"better": f"{b} matches {a} within {PARITY:g}% or beats it",
+                   "worse": f"{b} is more than {PARITY:g}% worse than {a}"}
+    else:
+        outcome = {"better": f"{b} is better", "worse": f"{b} is worse"}
+    outcome["unresolved"] = "not resolved: the interval includes " + \
+        (f"both {PARITY:g}% and more" if kind == "no_worse" else "zero")
+    if in_regime:
+        word = {"better": "agrees", "worse": "disagrees", "unresolved": "no verdict"}[found]
+        return f"**{word}**: {outcome[found]} ({evidence(c)})"
+    return (f"**{outcome[found]} here**, outside the paper's regime, so not a verdict on it "
+            f"({evidence(c)})")
+
+
+def parity(rows: list[Row], arch: str, workers: int) -> tuple[bool, str]:
+    """Whether BMUF-N is within PARITY of one worker in dev CER (the paper's regime), and why."""
+    single, bmuf = find_row(rows, arch, "single", 1), find_row(rows, arch, "bmuf", workers)
+    if single is None or bmuf is None or "dev" not in single.cer or "dev" not in bmuf.cer:
+        return False, (f"no dev CER of both BMUF-{workers} and one worker, so the regime is not "
+                       "established")
+    gap = 100.0 * (bmuf.cer["dev"].cer - single.cer["dev"].cer) / single.cer["dev"].cer
+    text = (f"BMUF-{workers} dev CER {bmuf.cer['dev'].cer:.2f} against one worker's "
+            f"{single.cer['dev'].cer:.2f} ({gap:+.1f}%)")
+    return gap <= PARITY, text
+
+
+def regime_text(row: Row | None) -> str:
+    regime = row.regime() if row else None
+    if not regime:
+        return "its regime is not recorded"
+    rule = regime.get("data_rule_met")
+    rule_text = ("" if rule is None else "; BMUF's data rule " + (
+        "holds" if rule else f"is broken ({regime['frames_per_epoch']} frames per epoch against "
+                             f"{regime['data_rule_frames']:.0f} needed)"))
+    return (f"{regime['syncs_total']} syncs of {regime['frames_per_sync']} frames{rule_text}")
+
+
+def regime_lines(rows: list[Row]) -> list[str]:
+    lines = []
+    for arch, workers in dict.fromkeys((r.arch, r.workers_key) for r in rows
+                                       if r.base == "bmuf" and r.ran):
+        at_parity, text = parity(rows, arch, workers)
+        state = (f"**the paper's regime** (within {PARITY:g}%)" if at_parity else
+                 f"**not the paper's regime** (more than {PARITY:g}% behind, or unknown): the "
+                 "comparisons at this N are reported as what they are, not as a verdict on it")
+        lines.append(f"- {arch.upper()}, {workers} workers: {text}: {state}; "
+                     f"{regime_text(find_row(rows, arch, 'bmuf', workers))}.")
+    return lines
+
+
+def untuned(rows: list[Row], c: Comparison, arch: str) -> str | None:
+    """Why MA cannot be judged in this comparison (its rate was not searched on dev), or None."""
+    if "ma" not in (c.a.partition("+")[0], c.b.partition("+")[0]):
+        return None
+    ma = find_row(rows, arch, "ma", c.workers)
+    if ma is None or {"train.lr", "sync.lr_times_workers"} & set(ma.grid):
+        return None
+    return (f"**no verdict**: MA's learning rate was not tuned on dev (one rate, "
+            f"{ma.learning_rates()}); a baseline is judged at its dev-tuned setting")
 
 
 def where(c: Comparison) -> str:
     return f"{c.arch.upper()}, {c.workers} worker{'s' if c.workers != 1 else ''}"
 
 
-def claim_lines(comparisons: list[Comparison]) -> list[str]:
+def claim_lines(rows: list[Row], comparisons: list[Comparison]) -> list[str]:
     by_key = {(c.arch, c.workers, c.a, c.b): c for c in comparisons}
     lines = []
     for arch, workers in dict.fromkeys((c.arch, c.workers) for c in comparisons):
+        if workers == 1:
+            continue
+        in_regime = parity(rows, arch, workers)[0]
         for a, b, claim, kind in CLAIMS:
             c = by_key.get((arch, workers, a, b))
-            if c is None or c.p_b_better is None:
+            if c is None:
                 continue
-            lines.append(f"- {where(c)}: the paper says {claim}: {verdict(c, kind)}.")
+            text = untuned(rows, c, arch) or verdict(c, kind, in_regime)
+            lines.append(f"- {where(c)}: the paper says {claim}: {text}.")
     return lines
 
 
-def gain(rows: list[Row], arch: str, base: str, model: str, workers: int | None) -> float | None:
-    """Relative test CER change (%) of BASE+MODEL against BASE (negative: the average helps)."""
-    plain = find_row(rows, arch, base, workers)
-    averaged = find_row(rows, arch, f"{base}+{model}", workers)
-    return None if plain is None or averaged is None else relative_change(averaged, plain)
+def relative_gain(c, plain: int, averaged: int):
+    """Percent change of the averaged model's CER against the plain one's (columns of c)."""
+    return 100.0 * (c[..., averaged] - c[..., plain]) / c[..., plain]
 
 
-def ema_specificity_lines(rows: list[Row]) -> list[str]:
-    """Is the EMA's gain specific to parallel training? Its gain for BMUF/MA at N workers against
-    its gain for a single worker, and against the averaging controls of the same run."""
-    lines = []
+def specificity(rows: list[Row], arch: str, base: str, workers: int,
+                replications: int) -> Contrast | None:
+    """The EMA's relative gain for BASE at N workers minus its gain for one worker (percentage
+    points; negative: the gain is larger in parallel training), all four on the same utterances."""
+    found = [find_row(rows, arch, label, n) for label, n in
+             (("single", 1), ("single+ema", 1), (base, workers), (f"{base}+ema", workers))]
+    if any(r is None or "test" not in r.cer or r.cer["test"].matrix is None for r in found):
+        return None
+    if found[0].cer["test"].cer == 0 or found[2].cer["test"].cer == 0:
+        return None   # a relative gain over a CER of 0 is undefined
+    replicates = bootstrap([r.cer["test"].matrix for r in found], replications)
+    return replicates.contrast(lambda c: relative_gain(c, 2, 3) - relative_gain(c, 0, 1))
+
+
+def specificity_tests(rows: list[Row], replications: int
+                      ) -> list[tuple[str, str, int, Contrast]]:
+    out = []
     for arch in dict.fromkeys(r.arch for r in rows):
-        single = gain(rows, arch, "single", "ema", 1)
         for base in ("ma", "bmuf"):
             for workers in sorted({r.workers_key for r in rows if r.arch == arch and r.ran
                                    and r.base == base}):
-                parallel = gain(rows, arch, base, "ema", workers)
-                if parallel is None or single is None:
-                    continue
-                if parallel >= 0:
-                    verdict_text = f"**the EMA brings {name(base)} no gain here**"
-                elif parallel < single:
-                    verdict_text = "**the gain is larger in parallel training**"
-                else:
-                    verdict_text = ("**the EMA's gain is not specific to parallel training here** "
-                                    "(the paper attributes it to parallel training)")
-                lines.append(
-                    f"- {arch.upper()}, {workers} workers: the EMA changes {name(base)}'s test CER "
-                    f"by {parallel:+.1f}% and a single worker's by {single:+.1f}% (relative): "
-                    f"{verdict_text}.")
-        for base in ("single", "ma", "bmuf"):
-            for workers in sorted({r.workers_key for r in rows if r.arch == arch and r.ran
-                                   and r.base == base}):
-                parts = {m: gain(rows, arch, base, m, workers) for m in ("ema", "avg", "lastk")}
-                if parts["ema"] is None or all(parts[m] is None for m in ("avg", "lastk")):
-                    continue
-                shown = ", ".join(f"{name(base + '+' + m)} {v:+.1f}%" for m, v in parts.items()
-                                  if v is not None)
-                lines.append(f"- {arch.upper()}, {workers} worker{'s' if workers != 1 else ''}: "
-                             f"averaging at all against the EMA, test CER change against "
-                             f"{name(base)}: {shown} (the same-utterance tests below say which "
-                             "differences are resolved).")
+                test = specificity(rows, arch, base, workers, replications)
+                if test is not None:
+                    out.append((arch, base, workers, test))
+    return out
+
+
+def specificity_lines(tests: list[tuple[str, str, int, Contrast]], family: int) -> list[str]:
+    """Is the EMA's gain specific to parallel training (the paper's reading of it)?"""
+    lines = []
+    for arch, base, workers, test in tests:
+        i = test.interval(LEVEL)
+        if not i.excludes_zero():
+            found = "**not resolved**: the two gains do not differ beyond the interval"
+        elif i.high < 0:
+            found = "**larger in parallel training**"
+        else:
+            found = "**larger for one worker**: the EMA's gain is not specific to parallel training"
+        lines.append(
+            f"- {arch.upper()}, {workers} workers: the EMA's relative gain for {name(base)} minus "
+            f"its gain for one worker = {i.estimate:+.1f} [{i.low:+.1f}, {i.high:+.1f}] points "
+            f"({level_text(i)}; {family} comparisons in this report): {found}.")
+    return lines
+
+
+def speed_lines(rows: list[Row]) -> list[str]:
+    """Wall time of N-worker BMUF against one worker, judged only where each worker had an
+    accelerator of its own (shared cores or a shared GPU cannot show the paper's speed-up)."""
+    lines = []
+    for arch, workers in dict.fromkeys((r.arch, r.workers_key) for r in rows
+                                       if r.label == "bmuf" and r.ran):
+        single, bmuf = find_row(rows, arch, "single", 1), find_row(rows, arch, "bmuf", workers)
+        t1 = single.total("seconds_train") if single else None
+        tn = bmuf.total("seconds_train")
+        if not t1 or not tn:
+            continue
+        speedup = t1 / tn
+        head = (f"- {arch.upper()}: BMUF with {workers} workers trained in {tn:.0f} s against "
+                f"{t1:.0f} s for one worker (speed-up {speedup:.2f}x, one run each): ")
+        regime = bmuf.regime()
+        if regime is None or "hardware" not in regime:
+            lines.append(head + "**no speed-up verdict**: the runs do not record their hardware.")
+        elif not own_devices(regime):
+            hw = regime["hardware"]
+            lines.append(head + f"**no speed-up verdict**: the {workers} workers shared "
+                         f"{hw['cpu_cores']} CPU core(s)" + (f" and {hw['gpus_per_node']} GPU(s)"
+                                                             if hw["gpus_per_node"] else "")
+                         + " in " + f"{regime['processes']} process(es), so the hardware cannot "
+                         "show a parallel speed-up.")
+        else:
+            efficiency = speedup / workers
+            word = "**agrees**" if efficiency >= NEAR_LINEAR else "**disagrees**"
+            lines.append(head + f"{efficiency:.0%} of linear, each worker on its own GPU: the "
+                         f"paper reports a near-linear speed-up: {word} (near-linear taken as "
+                         f">= {NEAR_LINEAR:.0%}).")
+    return lines
+
+
+def findings(rows: list[Row], comparisons: list[Comparison],
+             specificity_results: list[tuple[str, str, int, Contrast]], family: int) -> list[str]:
+    lines = regime_lines(rows) + claim_lines(rows, comparisons) + \
+        specificity_lines(specificity_results, family) + speed_lines(rows)
+    missing = sorted({f"{r.arch} {name(r.label)}" for r in rows if not r.ran})
+    if missing:
+        lines.append(f"- Not run, so not checked: {', '.join(missing)}.")
+    if not lines:
+        lines.append("- Nothing to compare yet: no two rows have decoded test results.")
     return lines
 
 
@@ -155,43 +287,3 @@ def grid_problem(lmwt: str, grid: list[str]) -> str | None:
         return (f"has neighbours {values[at - 1]:g} and {values[at + 1]:g}, "
                 f"{100 * max(steps):.0f}% of its acoustic scale away: use a finer --lmwt-step")
     return None
-
-
-def speed_lines(rows: list[Row]) -> list[str]:
-    """Wall time of N-worker BMUF against one worker (the paper's reason for parallel training)."""
-    lines = []
-    for arch, workers in dict.fromkeys((r.arch, r.workers_key) for r in rows
-                                       if r.label == "bmuf" and r.ran):
-        single, bmuf = find_row(rows, arch, "single", 1), find_row(rows, arch, "bmuf", workers)
-        if not (single and bmuf):
-            continue
-        t1, tn = single.total("seconds_train"), bmuf.total("seconds_train")
-        if not t1 or not tn:
-            continue
-        speedup = t1 / tn
-        workers = bmuf.runs[0].workers or 0
-        head = (f"- {arch.upper()}: the paper trains in parallel to cut wall time: BMUF with "
-                f"{bmuf.workers()} workers took {tn:.0f} s against {t1:.0f} s for one worker "
-                f"(speed-up {speedup:.2f}x): ")
-        if workers and speedup > 1.2 * workers:
-            lines.append(head + f"**not comparable**: more than {workers}x from {workers} workers "
-                         "means the one-worker run was slowed by something else (e.g. its threads "
-                         "competing for cores other jobs were using).")
-        elif speedup > 1.05:
-            lines.append(head + "**agrees**.")
-        else:
-            lines.append(head + ("**disagrees** here" if speedup < 0.95 else
-                                 "**no measurable speed-up** here") +
-                         " (the workers share this machine's cores, so no speed-up is expected "
-                         "unless each worker has its own).")
-    return lines
-
-
-def findings(rows: list[Row], comparisons: list[Comparison]) -> list[str]:
-    lines = claim_lines(comparisons) + ema_specificity_lines(rows) + speed_lines(rows)
-    missing = sorted({f"{r.arch} {name(r.label)}" for r in rows if not r.ran})
-    if missing:
-        lines.append(f"- Not run, so not checked: {', '.join(missing)}.")
-    if not lines:
-        lines.append("- Nothing to compare yet: no two rows have decoded test results.")
-    return lines

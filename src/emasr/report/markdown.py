@@ -1,10 +1,12 @@
-"""RESULTS.md: the paper's table, the GMM baselines, same-utterance comparisons, findings, plots."""
+"""RESULTS.md: the paper's table, the regime of every run, the GMM baselines, the comparisons with
+intervals that count seeds, the findings, the plots."""
 from __future__ import annotations
 
 import os
 from collections import Counter
 
 from emasr.report.findings import findings, grid_warnings, name
+from emasr.report.intervals import LEVEL, Contrast
 from emasr.report.rows import CerSummary, Comparison, Row, find_row, relative_change
 
 NOT_RUN = "not run"
@@ -14,22 +16,36 @@ def fmt(value, spec: str, empty: str = "-") -> str:
     return empty if value is None else format(value, spec)
 
 
-def cer_cell(summary: CerSummary | None, spread: float | None = None) -> str:
+def cer_cell(summary: CerSummary | None) -> str:
     if summary is None:
         return "-"
-    text = (f"{summary.cer:.2f} [{summary.interval.low:.2f}, {summary.interval.high:.2f}]"
-            if summary.interval else f"{summary.cer:.2f} [no per-utt]")
-    return text + (f" (sd {spread:.2f})" if spread is not None else "")
+    if summary.interval is None:
+        return f"{summary.cer:.2f} [no per-utt]"
+    return f"{summary.cer:.2f} [{summary.interval.low:.2f}, {summary.interval.high:.2f}]"
+
+
+def seeds_cell(summary: CerSummary | None) -> str:
+    """Each seed's CER, 's1 7.52 / s2 7.61' (the row's CER is their mean)."""
+    if summary is None:
+        return "-"
+    return " / ".join(f"s{seed} {cer:.2f}" for seed, cer in sorted(summary.seeds.items()))
 
 
 def relative_cell(value: float | None) -> str:
     return "-" if value is None else f"{value:+.1f}%"
 
 
-NETWORK_HEADER = ["arch", "strategy", "workers", "seeds", "lr", "dev frame acc (%)",
-                  "dev CER (%) [95% CI]", "test CER (%) [95% CI]", "LM weight, penalty (dev)",
-                  "test CER best on test (%)", "failed utts dev/test", "test vs BMUF",
-                  "test vs single", "train time (s)", "syncs", "all-reduced / worker (MB)"]
+def grid_cell(row: Row) -> str:
+    """The settings searched on dev for this row ('-': none, the row ran one setting)."""
+    return "; ".join(f"{key.split('.')[-1]} {{{', '.join(map(str, values))}}}"
+                     for key, values in row.grid.items()) or "-"
+
+
+NETWORK_HEADER = ["arch", "strategy", "workers", "seeds", "lr", "searched on dev",
+                  "dev frame acc (%)", "dev CER (%) [95% CI]", "test CER (%) [95% CI]",
+                  "test CER per seed", "LM weight, penalty (dev)", "test CER best on test (%)",
+                  "failed utts dev/test", "test vs BMUF", "test vs single", "train time (s)",
+                  "syncs", "all-reduced / worker (MB)"]
 
 
 def setting_cell(summary: CerSummary | None) -> str:
@@ -52,10 +68,10 @@ def network_row(row: Row, rows: list[Row]) -> list[str]:
     mb = row.total("bytes_reduced")
     best = row.cer.get("test_best")
     return head + [
-        row.workers(), str(len(row.runs)), row.learning_rates(),
+        row.workers(), str(len(row.runs)), row.learning_rates(), grid_cell(row),
         fmt(None if acc is None else 100 * acc, ".2f"),
-        cer_cell(row.cer.get("dev"), row.seed_spread("dev")),
-        cer_cell(row.cer.get("test"), row.seed_spread("test")),
+        cer_cell(row.cer.get("dev")), cer_cell(row.cer.get("test")),
+        seeds_cell(row.cer.get("test")),
         setting_cell(row.cer.get("dev")), fmt(None if best is None else best.cer, ".2f"),
         failed_cell(row),
         relative_cell(relative_change(row, find_row(rows, row.arch, "bmuf", row.workers_key))
@@ -72,48 +88,117 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def network_section(rows: list[Row]) -> list[str]:
     return ["## Networks", "",
-            "CER in percent with the 95% bootstrap interval over the utterances (pooled over seeds; "
-            "sd: the spread of the per-seed CERs). Each model's LM weight and insertion penalty "
-            "are chosen on dev (its best dev CER) and the test CER is read at that setting; Kaldi's "
-            "best-on-test CER is given beside it for reference only. Utterances without a "
-            "hypothesis (failed decodes) are counted as all deletions. Relative changes are of "
-            "the test CER, against BMUF at the same worker count and against the single worker. "
-            "Train time, syncs and bytes all-reduced per worker are per run (mean over seeds); a "
-            "+EMA, +avg (cumulative average) or +lastk (last-k epochs average) row decodes an "
-            "averaged model of the training run of the row without it.", ""] + \
+            "CER in percent: all errors over all reference characters of the row's seeds (the "
+            "mean of the per-seed CERs, listed beside it), with its 95% interval from a two-level "
+            "bootstrap: utterances resampled as clusters (every seed's decode of an utterance "
+            "together), then seeds (emasr.report.intervals); with one seed the interval covers "
+            "the utterances only, not another training run. Each model's LM weight and insertion "
+            "penalty are chosen on dev (its best dev CER) and the test CER is read at that "
+            "setting; Kaldi's best-on-test CER is given beside it for reference only. Utterances "
+            "without a hypothesis (failed decodes) count as all deletions. Where a row's runs "
+            "searched settings on dev (\"searched on dev\"), each seed's run with the best dev "
+            "frame accuracy stands for it. Relative changes are of the test CER, against BMUF at "
+            "the same worker count and against the single worker. Train time, syncs and bytes "
+            "all-reduced per worker are per run (mean over seeds); a +EMA, +avg (cumulative "
+            "average) or +lastk (last-k epochs average) row decodes an averaged model of the "
+            "training run of the row without it.", ""] + \
         table(NETWORK_HEADER, [network_row(r, rows) for r in rows])
 
 
+REGIME_HEADER = ["arch", "strategy", "workers", "frames / epoch", "frames / sync",
+                 "syncs / epoch", "syncs in all", "block momentum", "block lr",
+                 "time constant (frames)", "data rule (frames)", "rule met", "EMA decay / sync",
+                 "EMA half-life (syncs, epochs)"]
+
+
+def regime_row(row: Row) -> list[str] | None:
+    regime = row.regime()
+    if regime is None:
+        return None
+    emas = regime.get("emas", [])
+    return [row.arch.upper(), name(row.base), str(regime["workers"]),
+            str(regime["frames_per_epoch"]), str(regime["frames_per_sync"]),
+            str(regime["syncs_per_epoch"]), str(regime["syncs_total"]),
+            fmt(regime["block_momentum"], ".4g"), fmt(regime["block_lr"], "g"),
+            fmt(regime["time_constant_frames"], ".0f"), fmt(regime["data_rule_frames"], ".0f"),
+            {True: "yes", False: "**no**", None: "-"}[regime["data_rule_met"]],
+            ", ".join(f"{e['decay_per_sync']:.4g}" for e in emas) or "-",
+            ", ".join(f"{e['half_life_syncs']:.3g}, {e['half_life_epochs']:.3g}"
+                      for e in emas) or "-"]
+
+
+def regime_section(rows: list[Row]) -> list[str]:
+    seen, body = set(), []
+    for row in rows:
+        if row.ran and (row.arch, row.base, row.workers_key) not in seen:
+            seen.add((row.arch, row.base, row.workers_key))
+            cells = regime_row(row)
+            if cells:
+                body.append(cells)
+    lines = ["## Regime", "",
+             "From each run's regime.json (emasr.nnet.regime). BMUF's block-momentum filter has a "
+             "time constant of -(frames per sync) / ln(block momentum) frames; its authors ask "
+             "for at least that times N frames of training data (the data rule). Below it "
+             "BMUF-N falls behind one worker, and the paper's claims are not tested.", ""]
+    return lines + (table(REGIME_HEADER, body) if body else ["No run recorded its regime."])
+
+
 def gmm_section(gmms: list[tuple[str, dict[str, CerSummary]]],
-                ladder: list[float | None]) -> list[str]:
-    """The GMM systems in ladder order; `ladder[i]`: P(system i has the lower test CER than
-    system i - 1 on the same utterances)."""
+                ladder: list[Contrast | None]) -> list[str]:
+    """The GMM systems in ladder order; `ladder[i]`: system i's test CER minus system i - 1's on
+    the same utterances."""
     lines = ["## GMM-HMM baselines", ""]
     if not gmms:
         return lines + [f"GMM systems: {NOT_RUN}."]
+
+    def step(contrast: Contrast | None) -> str:
+        if contrast is None:
+            return "-"
+        i = contrast.interval(LEVEL)
+        return f"{i.estimate:+.2f} [{i.low:+.2f}, {i.high:+.2f}]" + \
+            (" (resolved)" if i.excludes_zero() else "")
+
     body = [[system, cer_cell(cer.get("dev")) if cer else NOT_RUN,
              cer_cell(cer.get("test")) if cer else NOT_RUN, setting_cell(cer.get("dev")),
-             fmt(p_better, ".3f"),
+             step(contrast),
              fmt(cer["test_best"].cer if "test_best" in cer else None, ".2f"),
              "/".join(str(cer[s].failed) if s in cer else "-" for s in ("dev", "test"))]
-            for (system, cer), p_better in zip(gmms, ladder)]
+            for (system, cer), contrast in zip(gmms, ladder)]
     return lines + table(["system", "dev CER (%) [95% CI]", "test CER (%) [95% CI]",
-                          "LM weight, penalty (dev)", "P(test better than the system above)",
+                          "LM weight, penalty (dev)",
+                          "test CER minus the system above's (points) [95% CI]",
                           "test CER best on test (%)", "failed utts dev/test"], body)
 
 
-def comparison_section(comparisons: list[Comparison]) -> list[str]:
+def comparison_row(c: Comparison) -> list[str]:
+    i, r, t = c.interval, c.relative.interval(LEVEL), c.t()
+    return [c.arch.upper(), str(c.workers), name(c.a), name(c.b), f"{c.cer_a:.2f}",
+            f"{c.cer_b:.2f}", f"{i.estimate:+.2f} [{i.low:+.2f}, {i.high:+.2f}]",
+            f"{r.estimate:+.1f}% [{r.low:+.1f}, {r.high:+.1f}]", str(c.seeds),
+            c.signs() if c.seed_differences else "-",
+            "-" if t is None else f"[{t.low:+.2f}, {t.high:+.2f}]", str(c.utterances),
+            "yes" if c.resolved else "no", "yes" if c.resolved_family_wise else "no"]
+
+
+def comparison_section(comparisons: list[Comparison], family: int) -> list[str]:
+    level = 1.0 - (1.0 - LEVEL) / max(1, family)
     lines = ["## Same test utterances", "",
-             "P(B better): the share of bootstrap resamples of the same (seed, utterance) decodes in "
-             "which B has the lower CER, P(A better) the same for A (ties count for neither; "
-             "kaldialign's bootstrap).", ""]
-    body = [[c.arch.upper(), str(c.workers), name(c.a), name(c.b), f"{c.cer_a:.2f}",
-             f"{c.cer_b:.2f}", str(c.utterances), fmt(c.p_b_better, ".3f"),
-             fmt(c.p_a_better, ".3f")] for c in comparisons]
-    if not body:
+             f"B - A in test CER points and in percent of A, with 95% intervals from the same "
+             f"two-level bootstrap (utterances as clusters, then seeds; rows run with the same "
+             f"seeds draw the same seeds); \"seeds B better\" counts the seeds whose B run has the "
+             f"lower CER than their A run, and the t-interval is Student's over the per-seed "
+             f"differences (two seeds or more). An ordering is resolved when the interval "
+             f"excludes zero. This report makes {family} comparisons (this table, the EMA's "
+             f"specificity and the GMM ladder): at 95% each, about {0.05 * family:.1f} of them "
+             f"would exclude zero by chance with no difference at all, so the last column asks "
+             f"the same at the family-wise (Bonferroni) level {level:.2%}.", ""]
+    if not comparisons:
         return lines + ["No two rows have decoded test results yet."]
-    return lines + table(["arch", "workers", "A", "B", "A test CER", "B test CER", "utterances",
-                          "P(B better)", "P(A better)"], body)
+    return lines + table(["arch", "workers", "A", "B", "A test CER", "B test CER",
+                          "B - A (points) [95% CI]", "B - A (% of A) [95% CI]", "seeds",
+                          "seeds B better", "per-seed t-interval", "utterances",
+                          "resolved (95%)", f"resolved ({level:.2%})"],
+                         [comparison_row(c) for c in comparisons])
 
 
 def plot_section(plots: dict[str, str], out_dir: str) -> list[str]:
@@ -145,17 +230,18 @@ def run_section(rows: list[Row], gmm_dirs: list[str], out_dir: str) -> list[str]
 
 
 def render(title: str, notes: list[str], rows: list[Row],
-           gmms: list[tuple[str, dict[str, CerSummary]]], ladder: list[float | None],
-           comparisons: list[Comparison],
+           gmms: list[tuple[str, dict[str, CerSummary]]], ladder: list[Contrast | None],
+           comparisons: list[Comparison], specificity: list, family: int,
            plots: dict[str, str], gmm_dirs: list[str], out_dir: str) -> str:
     lines = [f"# {title}", ""]
     if notes:
         lines += [f"- {n}" for n in notes] + [""]
-    lines += network_section(rows) + [""]
+    lines += network_section(rows) + [""] + regime_section(rows) + [""]
     warnings = grid_warnings(rows)
     if warnings:
         lines += ["## Scoring protocol", ""] + warnings + [""]
-    lines += ["## What agrees and what disagrees with the paper", ""] + findings(rows, comparisons)
-    lines += [""] + gmm_section(gmms, ladder) + [""] + comparison_section(comparisons) + [""]
-    lines += plot_section(plots, out_dir) + [""] + run_section(rows, gmm_dirs, out_dir)
+    lines += ["## What agrees and what disagrees with the paper", ""]
+    lines += findings(rows, comparisons, specificity, family)
+    lines += [""] + gmm_section(gmms, ladder) + [""] + comparison_section(comparisons, family)
+    lines += [""] + plot_section(plots, out_dir) + [""] + run_section(rows, gmm_dirs, out_dir)
     return "\n".join(lines).rstrip() + "\n"

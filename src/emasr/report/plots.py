@@ -2,7 +2,8 @@
 
 - dev_frame_accuracy.png: dev frame accuracy per epoch of the global model (solid) against its
   averaged models (EMA dashed, cumulative average dotted, last-k dash-dotted), per architecture;
-- training_loss.png: training loss per sync block (and dev loss per epoch) against training frames;
+- training_loss.png: training loss per sync block (and dev loss per epoch) against training frames,
+  on a log axis (a diverging run stays on the plot without flattening the others);
 - cer_vs_workers.png: dev-tuned test CER (with its 95% interval), dev CER and dev frame accuracy
   against the number of workers, for MA, BMUF and their averaged models (single at N = 1);
 - speedup.png: training frames per second against workers, relative to one worker, from the
@@ -90,7 +91,9 @@ def plot_dev_accuracy(runs: list[NetworkRun], archs: list[str], path: str) -> st
     return save(fig, path)
 
 
-def plot_training_loss(runs: list[NetworkRun], archs: list[str], path: str) -> str:
+def training_loss_figure(runs: list[NetworkRun], archs: list[str]):
+    """Loss on a log axis: a run that diverges (MA's loss at 10^4, say) leaves the others'
+    curves readable."""
     plt = pyplot()
     fig, axes = axes_grid(plt, archs)
     for ax, arch in zip(axes, archs):
@@ -103,9 +106,15 @@ def plot_training_loss(runs: list[NetworkRun], archs: list[str], path: str) -> s
             ax.plot([e.get("frames", e["epoch"]) for e in epochs], [e["dev_loss"] for e in epochs],
                     "o:", color=color, label=f"{run_name(run)} dev (global)")
         ax.set(title=f"{arch.upper()}: cross-entropy", xlabel="training frames (all workers)",
-               ylabel="loss per frame")
+               ylabel="loss per frame (log scale)")
+        if ax.lines:
+            ax.set_yscale("log")
         finish_axes(ax)
-    return save(fig, path)
+    return fig
+
+
+def plot_training_loss(runs: list[NetworkRun], archs: list[str], path: str) -> str:
+    return save(training_loss_figure(runs, archs), path)
 
 
 def workers_series(rows: list[Row], arch: str, label: str, value) -> list[tuple[int, tuple]]:

@@ -1,11 +1,13 @@
-"""The numbers of each table row: seeds pooled, CER intervals, training cost, and same-utterance
-comparisons between rows.
+"""The numbers of each table row, and the comparisons between rows, with intervals that count seeds.
 
-With several seeds a row's CER is pooled over (seed, utterance) pairs: total errors over total
-reference characters, with the bootstrap resampling those pairs. Comparisons between two rows
-pair the same utterance decoded by the same seed's runs. A row is (arch, label, workers): the same
-strategy at several worker counts gives several rows. Test CERs are at the setting chosen on dev
-(`test`); Kaldi's best-on-test (`test_best`) is kept as a secondary number.
+A row is (arch, label, workers): the same strategy at several worker counts gives several rows.
+Its runs are one per seed (each the best of its grid on dev). Its CER on a set is all errors over
+all reference characters of its seeds' decodes (the mean of the per-seed CERs, which the table
+also shows), with the two-level bootstrap interval of emasr.report.intervals: utterances resampled
+as clusters, seeds as a second level. A comparison of two rows is the interval of their
+difference on the same utterances (seeds paired where both rows ran the same seeds), beside the
+per-seed differences, their signs and their t-interval. Test CERs are at the setting chosen on dev
+(`test`); Kaldi's best-on-test (`test_best`) is kept as a secondary number, without an interval.
 """
 from __future__ import annotations
 
@@ -13,22 +15,26 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from emasr.report.intervals import Interval, Texts, cer_interval, improvement_probability
-from emasr.report.systems import (GmmSystem, NetworkRun, parse_label, select_runs,
-                                  worker_counts)
-from emasr.report.scoring import ScoredDecode
+import numpy as np
 
-Key = tuple[int, str]   # (seed, utterance)
+from emasr.report.intervals import (LEVEL, Contrast, Interval, SeedMatrix, cer_interval,
+                                    difference, t_interval)
+from emasr.report.scoring import ScoredDecode
+from emasr.report.systems import (GmmSystem, NetworkRun, candidate_runs, grid, parse_label,
+                                  select_runs, worker_counts)
+
 SUMMARIES = ("dev", "test", "test_best")
+WITH_INTERVALS = ("dev", "test")
 
 
 @dataclass
 class CerSummary:
-    cer: float                          # percent, pooled from the scoring's best_cer counts
+    cer: float                          # percent, from the scoring's %WER counts of every seed
     errors: int
     total: int
-    interval: Interval | None           # None without per-utterance results
-    utterances: dict[Key, tuple[list[str], list[str]]] = field(default_factory=dict)
+    seeds: dict[int, float] = field(default_factory=dict)   # seed -> its CER
+    matrix: SeedMatrix | None = None    # per-utterance counts (None: some seed has none)
+    interval: Interval | None = None
     failed: int = 0                     # utterances without a hypothesis (counted as deletions)
     settings: list[tuple[str, str]] = field(default_factory=list)   # (LM weight, penalty) per seed
     grids: list[list[str]] = field(default_factory=list)            # the LM weights swept
@@ -41,6 +47,7 @@ class Row:
     runs: list[NetworkRun]
     workers_key: int | None = None      # the worker count of the row (None: not run)
     cer: dict[str, CerSummary] = field(default_factory=dict)   # dev | test | test_best -> summary
+    grid: dict[str, list] = field(default_factory=dict)        # the settings searched on dev
 
     @property
     def model(self) -> str:
@@ -72,38 +79,39 @@ class Row:
         counts = sorted({r.workers for r in self.runs if r.workers is not None})
         return ",".join(map(str, counts)) or "?"
 
-    def seeds(self) -> list[int]:
-        return [r.seed for r in self.runs]
-
     def learning_rates(self) -> str:
         """The configured rates; 'x N' where each worker ran at N times it (Kaldi's MA rule)."""
         rates = sorted({(r.lr, r.workers if r.lr_times_workers else None) for r in self.runs},
                        key=lambda item: (item[0], item[1] or 0))
         return ",".join(f"{lr:g}" + (f" (x{n})" if n else "") for lr, n in rates)
 
-    def seed_spread(self, set_name: str) -> float | None:
-        """Standard deviation of the per-seed CERs (None with fewer than two seeds)."""
-        cers = list(seed_cers(self, set_name).values())
-        return statistics.stdev(cers) if len(cers) >= 2 else None
+    def regime(self) -> dict | None:
+        """The regime of the row's first run (its seeds share it)."""
+        return next((r.regime for r in self.runs if r.regime), None)
 
 
-def summarize(decodes: list[tuple[int, ScoredDecode]], replications: int) -> CerSummary | None:
+def seed_matrix(decodes: list[tuple[int, ScoredDecode]]) -> SeedMatrix | None:
+    """The per-utterance counts of a row's seeds on the utterances every seed decoded."""
+    if not decodes or not all(d.has_utterances for _, d in decodes):
+        return None
+    utts = sorted(set.intersection(*(set(d.utterances) for _, d in decodes)))
+    if not utts:
+        return None
+    errors = np.array([[d.utterances[u][0] for u in utts] for _, d in decodes], dtype=np.int64)
+    chars = np.array([decodes[0][1].utterances[u][1] for u in utts], dtype=np.int64)
+    return SeedMatrix(tuple(seed for seed, _ in decodes), tuple(utts), errors, chars)
+
+
+def summarize(decodes: list[tuple[int, ScoredDecode]], replications: int,
+              with_interval: bool = True) -> CerSummary | None:
     if not decodes:
         return None
     errors = sum(d.errors for _, d in decodes)
     total = sum(d.total for _, d in decodes)
-    utterances: dict[Key, tuple[list[str], list[str]]] = {}
-    complete = all(d.has_utterances for _, d in decodes)
-    if complete:
-        for seed, d in decodes:
-            for utt in d.refs:
-                utterances[(seed, utt)] = (d.refs[utt], d.hyps[utt])
-    interval = None
-    if utterances:
-        interval = cer_interval({k: r for k, (r, _) in utterances.items()},
-                                {k: h for k, (_, h) in utterances.items()}, replications)
-    cer = 100.0 * errors / total if total else math.nan
-    return CerSummary(cer, errors, total, interval, utterances,
+    matrix = seed_matrix(decodes) if with_interval else None
+    return CerSummary(100.0 * errors / total if total else math.nan, errors, total,
+                      seeds={seed: d.cer for seed, d in decodes}, matrix=matrix,
+                      interval=cer_interval(matrix, replications) if matrix else None,
                       failed=sum(d.failed for _, d in decodes),
                       settings=[(d.lmwt, d.wip) for _, d in decodes],
                       grids=[d.lmwts for _, d in decodes])
@@ -112,11 +120,12 @@ def summarize(decodes: list[tuple[int, ScoredDecode]], replications: int) -> Cer
 def build_row(networks: list[NetworkRun], arch: str, label: str, workers: int | None,
               replications: int) -> Row:
     runs = select_runs(networks, arch, label, workers) if workers is not None else []
-    row = Row(arch, label, runs, workers)
+    row = Row(arch, label, runs, workers,
+              grid=grid(candidate_runs(networks, arch, label, workers)) if runs else {})
     for set_name in SUMMARIES:
         decodes = [(r.seed, r.tuned[row.model].get(set_name)) for r in row.runs
                    if row.model in r.tuned and r.tuned[row.model].get(set_name) is not None]
-        summary = summarize(decodes, replications)
+        summary = summarize(decodes, replications, set_name in WITH_INTERVALS)
         if summary is not None:
             row.cer[set_name] = summary
     return row
@@ -133,9 +142,8 @@ def gmm_summary(system: GmmSystem, replications: int) -> dict[str, CerSummary]:
     out = {}
     for set_name in SUMMARIES:
         decode = system.tuned.get(set_name)
-        summary = summarize([(0, decode)], replications) if decode is not None else None
-        if summary is not None:
-            out[set_name] = summary
+        if decode is not None:
+            out[set_name] = summarize([(0, decode)], replications, set_name in WITH_INTERVALS)
     return out
 
 
@@ -158,62 +166,74 @@ def relative_change(row: Row, reference: Row | None, set_name: str = "test") -> 
 
 @dataclass
 class Comparison:
+    """B against A on the same utterances: `difference` is CER_B - CER_A in points (negative: B
+    is better), `relative` the same in percent of CER_A."""
     arch: str
-    a: str                 # row labels: the probability is that B improves on A
+    a: str                 # row labels
     b: str
     workers: int | None    # the worker count of the parallel row(s) compared
     cer_a: float
     cer_b: float
-    utterances: int
-    p_b_better: float | None     # P(B has the lower CER); ties count for neither
-    p_a_better: float | None
-    intervals_overlap: bool | None = None   # the two rows' 95% CER intervals (None: no interval)
-    seeds_b_better: int = 0      # seeds whose run of B has the lower CER than that seed's A
-    seeds_a_better: int = 0
-    seeds: int = 0               # seeds with both rows decoded
+    difference: Contrast
+    relative: Contrast
+    seed_differences: dict[int, float]   # seeds both rows ran: CER_B - CER_A of that seed's runs
+    family: int = 1                      # comparisons in the report (for the family-wise level)
 
+    @property
+    def interval(self) -> Interval:
+        return self.difference.interval(LEVEL)
 
-def paired_texts(a: CerSummary, b: CerSummary) -> tuple[Texts, Texts, Texts]:
-    """References and the two systems' hypotheses on the (seed, utterance) pairs both decoded."""
-    keys = set(a.utterances) & set(b.utterances)
-    refs = {k: a.utterances[k][0] for k in keys}
-    return refs, {k: a.utterances[k][1] for k in keys}, {k: b.utterances[k][1] for k in keys}
+    @property
+    def resolved(self) -> bool:
+        return self.interval.excludes_zero()
 
+    @property
+    def family_level(self) -> float:
+        return 1.0 - (1.0 - LEVEL) / max(1, self.family)
 
-def ladder_probabilities(gmms: list[tuple[str, dict[str, CerSummary]]], replications: int,
-                         set_name: str = "test") -> list[float | None]:
-    """For each GMM system after the first, P(it has a lower CER on `set_name` than the system
-    before it) on the same utterances, each at its dev-chosen setting (None: not both decoded)."""
-    probabilities = [improvement_probability(*paired_texts(before[set_name], after[set_name]),
-                                             replications)
-                     if set_name in before and set_name in after else None
-                     for (_, before), (_, after) in zip(gmms, gmms[1:])]
-    return [None, *probabilities] if gmms else []
+    @property
+    def resolved_family_wise(self) -> bool:
+        return self.difference.interval(self.family_level).excludes_zero()
+
+    @property
+    def seeds(self) -> int:
+        return self.difference.seeds
+
+    @property
+    def utterances(self) -> int:
+        return self.difference.utterances
+
+    def t(self) -> Interval | None:
+        return t_interval(list(self.seed_differences.values()))
+
+    def signs(self) -> str:
+        """'2/3 B better' style: the seeds whose B run beats their A run, of the seeds both ran."""
+        values = list(self.seed_differences.values())
+        return f"{sum(v < 0 for v in values)}/{len(values)}"
 
 
 def compare(a: Row, b: Row, replications: int, set_name: str = "test") -> Comparison | None:
-    """P(row B has a lower CER than row A) on the (seed, utterance) pairs both decoded."""
-    if set_name not in a.cer or set_name not in b.cer:
+    """B against A on the utterances both decoded, with every seed of each."""
+    sa, sb = a.cer.get(set_name), b.cer.get(set_name)
+    if sa is None or sb is None or sa.matrix is None or sb.matrix is None:
         return None
-    refs, hyps_a, hyps_b = paired_texts(a.cer[set_name], b.cer[set_name])
-    p_b = improvement_probability(refs, hyps_a, hyps_b, replications)
-    p_a = improvement_probability(refs, hyps_b, hyps_a, replications)
-    ia, ib = a.cer[set_name].interval, b.cer[set_name].interval
-    overlap = None if ia is None or ib is None else ia.low <= ib.high and ib.low <= ia.high
-    cers_a, cers_b = seed_cers(a, set_name), seed_cers(b, set_name)
-    both = cers_a.keys() & cers_b.keys()
+    points, relative = difference(sa.matrix, sb.matrix, replications)
     parallel = [r.workers_key for r in (a, b) if r.base != "single"]
-    return Comparison(a.arch, a.label, b.label, parallel[0] if parallel else 1,
-                      a.cer[set_name].cer, b.cer[set_name].cer,
-                      len(refs), p_b, p_a, overlap,
-                      seeds_b_better=sum(cers_b[s] < cers_a[s] for s in both),
-                      seeds_a_better=sum(cers_a[s] < cers_b[s] for s in both), seeds=len(both))
+    return Comparison(a.arch, a.label, b.label, parallel[0] if parallel else 1, sa.cer, sb.cer,
+                      points, relative,
+                      {s: sb.seeds[s] - sa.seeds[s] for s in sorted(sa.seeds.keys() & sb.seeds)})
 
 
-def seed_cers(row: Row, set_name: str) -> dict[int, float]:
-    """Seed -> CER of that seed's run on `set_name` (runs without that decode are left out)."""
-    return {r.seed: r.decodes[(set_name, row.model)].cer for r in row.runs
-            if (set_name, row.model) in r.decodes}
+def ladder_comparisons(gmms: list[tuple[str, dict[str, CerSummary]]], replications: int,
+                       set_name: str = "test") -> list[Contrast | None]:
+    """For each GMM system after the first, its test CER minus the one before it's, on the same
+    utterances, each at its dev-chosen setting (None: not both decoded)."""
+    out: list[Contrast | None] = [None] if gmms else []
+    for (_, before), (_, after) in zip(gmms, gmms[1:]):
+        a, b = before.get(set_name), after.get(set_name)
+        out.append(difference(a.matrix, b.matrix, replications)[0]
+                   if a and b and a.matrix and b.matrix else None)
+    return out
 
 
 # (A, B) pairs compared on the same test utterances at each worker count: B is the paper's

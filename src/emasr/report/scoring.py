@@ -5,8 +5,9 @@ Kaldi's scoring (steps/score_kaldi.sh, local/score.sh) leaves in `<decode>/scori
 naming the LM weight and insertion penalty that won), the filtered reference `test_filt.txt`
 (`test_filt.chars.txt` with one character per token) and the best paths per penalty and LM weight
 `penalty_<wip>/<lmwt>.txt` (`.chars.txt`), and `wer_details/per_utt` / `cer_details/per_utt`
-(`utt ref ...` / `utt hyp ...` lines, `***` for a gap). Any of these per-utterance forms is enough
-for the bootstrap; without one the CER is still reported, without an interval.
+(`utt ref ...` / `utt hyp ...` lines, `***` for a gap). Any of these per-utterance forms gives
+each utterance's character errors and reference length (the counts the report's intervals and
+its committed counts are made of); without one the CER is still reported, without an interval.
 
 `read_decode_dir(path, setting)` reads the result at a given (LM weight, penalty) instead of the
 best one: the report applies the setting chosen on dev to test (`<decode>/cer_LMWT_WIP` and its
@@ -19,6 +20,8 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
+
+import kaldialign
 
 from emasr.io.table import read_lines
 from emasr.score.wer import filter_words, to_units
@@ -50,12 +53,20 @@ class ScoredDecode:
     wip: str = ""
     failed: int = 0                 # utterances without a hypothesis (scored as deletions)
     lmwts: list[str] = field(default_factory=list)   # the LM weights the scoring swept
-    refs: dict[str, list[str]] = field(default_factory=dict)   # utt -> characters
-    hyps: dict[str, list[str]] = field(default_factory=dict)
+    # utt -> (character errors, reference characters) at this result's setting
+    utterances: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def has_utterances(self) -> bool:
-        return bool(self.refs) and set(self.refs) == set(self.hyps)
+        return bool(self.utterances)
+
+
+def utterance_counts(refs: dict[str, list[str]], hyps: dict[str, list[str]]
+                     ) -> dict[str, tuple[int, int]]:
+    """utt -> (edit distance of its hypothesis, reference length), in characters; an utterance
+    without a hypothesis is all deletions."""
+    return {utt: (int(kaldialign.edit_distance(ref, hyps.get(utt, []))["total"]), len(ref))
+            for utt, ref in refs.items()}
 
 
 def parse_wer_line(line: str, where: str) -> dict:
@@ -120,16 +131,18 @@ def per_utterance_sources(scoring: str, lmwt: str, wip: str, best: bool = True
 def load_utterances(decode: ScoredDecode, scoring: str, best: bool = True) -> None:
     for ref_file, hyp_file in per_utterance_sources(scoring, decode.lmwt, decode.wip, best):
         if hyp_file is None and os.path.isfile(ref_file):
-            decode.refs, decode.hyps = read_per_utt(ref_file)
+            refs, hyps = read_per_utt(ref_file)
+            if set(refs) != set(hyps):
+                continue
         elif hyp_file is not None and os.path.isfile(ref_file) and os.path.isfile(hyp_file):
-            decode.refs, hyps = read_texts(ref_file), read_texts(hyp_file)
             # an utterance the decoder produced nothing for is an empty hypothesis (all deletions)
-            decode.hyps = {utt: hyps.get(utt, []) for utt in decode.refs}
+            refs, hyps = read_texts(ref_file), read_texts(hyp_file)
         else:
             continue
+        decode.utterances = utterance_counts(refs, hyps)
         if decode.has_utterances:
             return
-    decode.refs, decode.hyps = {}, {}
+    decode.utterances = {}
     logger.warning("%s: no per-utterance best paths found (looked for %s/test_filt.txt with "
                    "penalty_*/LMWT.txt, or */per_utt): CER without an interval",
                    decode.path, scoring)
@@ -167,4 +180,19 @@ def read_decode_dir(path: str, setting: tuple[str, str] | None = None) -> Scored
                           wip=(best.group("wip") or "") if best else "",
                           failed=numbers["absent"], lmwts=scored_lm_weights(path))
     load_utterances(decode, scoring if os.path.isdir(scoring) else path, setting is None)
+    check_counts(decode, source)
     return decode
+
+
+def check_counts(decode: ScoredDecode, source: str) -> None:
+    """The per-utterance counts must add up to the %WER line they stand for: the intervals and
+    the committed counts are made of them, the table's CER of the line."""
+    if not decode.has_utterances:
+        return
+    errors = sum(e for e, _ in decode.utterances.values())
+    chars = sum(n for _, n in decode.utterances.values())
+    if (errors, chars) != (decode.errors, decode.total):
+        raise ScoringError(f"{source}: says {decode.errors} errors in {decode.total} characters, "
+                           f"but the per-utterance texts of {decode.path} give {errors} in "
+                           f"{chars}; expected the best paths and the reference of that "
+                           "setting (rescore the decode dir)")

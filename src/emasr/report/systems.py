@@ -1,5 +1,6 @@
-"""What an exp dir holds, for the report: a trained network (conf.yaml, metrics.jsonl, decode dirs
-for the global and the averaged models) or a GMM system (decode dirs only).
+"""What an exp dir holds, for the report: a trained network (conf.yaml, regime.json with its
+workers and hardware, metrics.jsonl, decode dirs for the global and the averaged models) or a GMM
+system (decode dirs only).
 
 A network exp dir gives a row of the paper's table for its strategy with the global model
 (`decode_<set>`, final.pt) and one `<strategy>+<name>` row for each averaged model it kept
@@ -18,15 +19,21 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from emasr.nnet import regime as regimes
 from emasr.nnet.averages import AVERAGED_MODELS, enabled_names
+from emasr.nnet.config import flatten
 from emasr.nnet.sync import STRATEGIES
 from emasr.report.metrics import TrainingMetrics, read_metrics
-from emasr.report.scoring import ScoredDecode, read_decode_dir
+from emasr.report.scoring import ScoredDecode, ScoringError, read_decode_dir
 
 logger = logging.getLogger(__name__)
 
 SETS = ("dev", "test")
 MODELS = ("final", *AVERAGED_MODELS)
+# The settings a grid of runs may vary for one table row (the best on dev is reported): the rate,
+# Kaldi's N x rate for MA, BMUF's block momentum, block learning rate and warm-up.
+TUNED_SETTINGS = ("train.lr", "sync.lr_times_workers", "sync.block_momentum", "sync.block_lr",
+                  "sync.warmup_blocks", "sync.nesterov")
 
 
 def parse_label(label: str) -> tuple[str, str]:
@@ -72,6 +79,8 @@ class NetworkRun:
     lr_times_workers: bool     # each worker ran at N x lr (sync.lr_times_workers)
     metrics: TrainingMetrics
     tuned: dict[str, TunedDecodes] = field(default_factory=dict)   # model -> its decodes
+    settings: dict = field(default_factory=dict)   # TUNED_SETTINGS -> this run's value
+    regime: dict | None = None                     # the trainer's regime.json
 
     @property
     def decodes(self) -> dict[tuple[str, str], ScoredDecode]:
@@ -106,13 +115,11 @@ def is_network_dir(path: str) -> bool:
         os.path.isfile(os.path.join(path, "metrics.jsonl"))
 
 
-def read_workers(exp_dir: str, strategy: str) -> int | None:
-    """Workers of the run: `<exp>/num_workers` (the recipe writes it); 1 for single; else None."""
-    path = os.path.join(exp_dir, "num_workers")
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as f:
-            return int(f.read().split()[0])
-    return 1 if strategy == "single" else None
+def read_regime(exp_dir: str) -> dict | None:
+    try:
+        return regimes.read(exp_dir)
+    except ValueError as err:
+        raise ScoringError(str(err)) from None
 
 
 def decode_dir_name(exp_dir: str, set_name: str, model: str) -> str:
@@ -135,11 +142,15 @@ def read_network_run(exp_dir: str) -> NetworkRun:
     metrics_path = os.path.join(exp_dir, "metrics.jsonl")
     metrics = read_metrics(metrics_path) if os.path.isfile(metrics_path) else \
         TrainingMetrics(metrics_path)
+    regime = read_regime(exp_dir)
+    workers = regime["workers"] if regime else (1 if strategy == "single" else None)
+    flat = flatten(config)
     run = NetworkRun(
         exp_dir=exp_dir, arch=config.get("model", {}).get("type", "?"), strategy=strategy,
         seed=int(train.get("init_seed", 0)), lr=float(train.get("lr", float("nan"))),
-        workers=read_workers(exp_dir, strategy), averages=enabled_names(config),
-        lr_times_workers=bool(sync.get("lr_times_workers", False)), metrics=metrics)
+        workers=workers, averages=enabled_names(config),
+        lr_times_workers=bool(sync.get("lr_times_workers", False)), metrics=metrics,
+        settings={k: flat[k] for k in TUNED_SETTINGS if k in flat}, regime=regime)
     for model in MODELS:
         tuned = read_tuned(decode_dir_name(exp_dir, "dev", model),
                            decode_dir_name(exp_dir, "test", model))
@@ -183,14 +194,33 @@ def worker_counts(networks: list[NetworkRun], arch: str, label: str) -> list[int
     return sorted(counts, key=lambda n: -1 if n is None else n) or [None]
 
 
+def candidate_runs(networks: list[NetworkRun], arch: str, label: str,
+                   workers: int | None = None) -> list[NetworkRun]:
+    """Every run that could stand behind a table row (all of a grid's settings and seeds); with
+    `workers`, only the runs with that many workers."""
+    base, model = parse_label(label)
+    return [r for r in networks if r.arch == arch and r.strategy == base
+            and r.keeps(model) and (workers is None or r.workers == workers)]
+
+
 def select_runs(networks: list[NetworkRun], arch: str, label: str,
                 workers: int | None = None) -> list[NetworkRun]:
-    """The runs behind one table row, one per seed (learning rate tuned on dev); with `workers`,
-    only the runs with that many workers."""
-    base, model = parse_label(label)
-    candidates = [r for r in networks if r.arch == arch and r.strategy == base
-                  and r.keeps(model) and (workers is None or r.workers == workers)]
+    """The runs behind one table row, one per seed: among a seed's runs that differ in their
+    TUNED_SETTINGS, the best on dev frame accuracy."""
     by_seed: dict[int, list[NetworkRun]] = {}
-    for run in candidates:
+    for run in candidate_runs(networks, arch, label, workers):
         by_seed.setdefault(run.seed, []).append(run)
+    model = parse_label(label)[1]
     return [best_by_dev(by_seed[seed], model) for seed in sorted(by_seed)]
+
+
+def grid(candidates: list[NetworkRun]) -> dict[str, list]:
+    """The TUNED_SETTINGS the candidates of a row differ in -> their values (a grid searched on
+    dev); {} when every candidate ran with the same settings (nothing was tuned)."""
+    values: dict[str, list] = {}
+    for run in candidates:
+        for key, value in run.settings.items():
+            values.setdefault(key, [])
+            if value not in values[key]:
+                values[key].append(value)
+    return {k: sorted(v, key=str) for k, v in values.items() if len(v) > 1}
