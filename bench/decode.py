@@ -39,10 +39,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
-from emasr.decode.decode_cli import decode_job, read_matrices  # noqa: E402
+from emasr.decode.cli import decode_job, read_matrices  # noqa: E402
 from emasr.decode.decoder import (DECODERS, PRUNE_INTERVAL, DecodeConfig,  # noqa: E402
                                   UtteranceDecoder)
-from emasr.decode.fstutil import read_fst  # noqa: E402
+from emasr.kaldi.fst import read_fst  # noqa: E402
 
 
 def synthetic_task(workdir: str, num_words: int, num_utts: int, margin: float, seed: int):
@@ -189,7 +189,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="bench_decode.") as workdir:
         if args.graph_dir:
-            from emasr.gmm.model_io import read_model
+            from emasr.kaldi.model_io import read_model
 
             hclg = read_fst(os.path.join(args.graph_dir, "HCLG.fst"))
             trans_model = read_model(args.model).transition_model

@@ -170,7 +170,7 @@ def context_width_model(lang_dir: str, context_width: int = 3, central_position:
     """A tree of context width N (triphone by default) whose questions ask only about the
     central phone, with its TransitionModel: the graph then goes through a real N-phone C
     transducer, while the pdfs stay those of monophones (so oracle likelihoods still apply)."""
-    from emasr.gmm.model_io import tree_from_text
+    from emasr.kaldi.model_io import tree_from_text
 
     topo = kaldi_hmm_gmm.HmmTopology()
     with open(os.path.join(lang_dir, "topo")) as f:

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from conftest import YESNO
 from emasr.ali.ali_info import ali_info_cli
-from emasr.ali.alignments import iter_alignment_file, open_alignment_dir
-from emasr.gmm.transitions import load_transition_table
+from emasr.kaldi.alignments import iter_alignment_file, open_alignment_dir
+from emasr.kaldi.transitions import load_transition_table
 
 MONO = YESNO / "exp" / "mono"
 PHONES = YESNO / "data" / "lang" / "phones.txt"

@@ -7,11 +7,11 @@ import json
 import numpy as np
 from click.testing import CliRunner
 
-from emasr.ali.alignments import iter_alignment_file
+from emasr.kaldi.alignments import iter_alignment_file
 from emasr.ali.convert import split_phones
 from emasr.ali.from_timings import ali_from_timings_cli, frame_segments
-from emasr.gmm.boundary_error import boundary_error_cli
-from emasr.gmm.transitions import load_transition_table
+from emasr.ali.boundary_error import boundary_error_cli
+from emasr.kaldi.transitions import load_transition_table
 from gmm_helpers import LANG, MONO
 
 NAMES = {1: "SIL", 2: "Y", 3: "N"}

@@ -195,7 +195,7 @@ def test_check_compatible_reads_a_network_without_torch_and_names_a_corrupt_one(
         problem, trained, tmp_path):
     """check-compatible reads the network's plain values from the file's pickle alone: the same
     num_pdfs and config as torch.load gives, and a clear error for a truncated file."""
-    from emasr.nnet.file_header import read_plain_values
+    from emasr.io.torch_header import read_plain_values
 
     final = os.path.join(trained, "final.pt")
     header, full = read_plain_values(final), checkpoint.load(final)

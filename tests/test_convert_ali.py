@@ -12,15 +12,15 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import REPO, YESNO, run_script
-from emasr.ali.alignments import iter_alignment_file, open_alignment_dir
+from emasr.kaldi.alignments import iter_alignment_file, open_alignment_dir
 from emasr.ali.convert import (AlignmentConverter, ConversionError, ensure_min_lengths,
                                even_state_path, split_phones, subsampled_lengths)
 from emasr.cli import main
 from emasr.feats.pipeline import FeaturePipeline, PipelineConfig
 from emasr.fst_stack import kaldi_hmm_gmm
-from emasr.gmm.model_io import (KaldiModel, read_model, read_tree, transition_table,
+from emasr.kaldi.model_io import (KaldiModel, read_model, read_tree, transition_table,
                                 tree_from_text, write_model, write_tree)
-from emasr.gmm.transitions import load_transition_table
+from emasr.kaldi.transitions import load_transition_table
 from emasr.lang.topo import make_topo
 
 MONO = YESNO / "exp" / "mono"

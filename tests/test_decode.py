@@ -15,13 +15,13 @@ from click.testing import CliRunner
 from decode_toylang import (GRAMMAR, LEXICON, SENTENCES, make_lang, monophone_model,
                             oracle_loglikes, pdf_sequence)
 from emasr.cli import main
-from emasr.decode.decode_cli import decode_job
+from emasr.decode.cli import decode_job
 from emasr.decode.decoder import DECODERS, DecodeConfig, DecodeError, UtteranceDecoder
-from emasr.decode.fstutil import read_fst
+from emasr.kaldi.fst import read_fst
 from emasr.decode.graph import make_graph
 from emasr.decode.lattice_best import best_paths
-from emasr.decode.lattice_io import LatticeArchiveWriter, read_lattices, to_kaldifst
-from emasr.decode.openfst_binary import CONST_STATE, FstFormatError, peek_fst_type, read_header
+from emasr.kaldi.lattice_io import LatticeArchiveWriter, read_lattices, to_kaldifst
+from emasr.kaldi.openfst_binary import CONST_STATE, FstFormatError, peek_fst_type, read_header
 from emasr.fst_stack import kaldi_hmm_gmm, kaldifst
 
 ALLOWED = set(SENTENCES)
@@ -181,7 +181,7 @@ def test_bad_input_is_reported_and_the_job_continues(toy, tmp_path):
     matrices = {"a_good": good, "b_wrong_dim": good[:, :-1], "c_nan": nan,
                 "d_too_short": good[:1], "e_good": sentence_loglikes(lang, trans_model, "B C D")}
     kaldiio.save_ark(str(tmp_path / "ll.ark"), matrices, scp=str(tmp_path / "ll.scp"))
-    from emasr.gmm.model_io import KaldiModel, write_model
+    from emasr.kaldi.model_io import KaldiModel, write_model
 
     write_model(str(tmp_path / "final.mdl"), KaldiModel(trans_model, None))
     log = tmp_path / "decode.log"

@@ -68,7 +68,7 @@ def test_mkgraph_on_kaldi_lang_and_model(test_data):
 
 def test_kaldi_gmm_loglikes_decode_yesno(test_data):
     """All 29 test utterances come out as their names say, with Kaldi's own GMM."""
-    from emasr.decode.decode_cli import load_decoder
+    from emasr.decode.cli import load_decoder
     from emasr.decode.decoder import DecodeConfig
     from emasr.decode.gmm_loglikes import gmm_loglikes, stack_gmms
 

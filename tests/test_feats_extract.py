@@ -295,7 +295,7 @@ def test_yesno_mfcc_fits_kaldis_model_and_alignments(yesno, monkeypatch):
     """Real Kaldi output as the reference: Kaldi's alignments have exactly our frame counts, and
     Kaldi's monophone model (trained on Kaldi's MFCC + CMVN + deltas) scores our features far
     better on Kaldi's alignment than on the same alignment shifted by 25 frames."""
-    from emasr.gmm.model_io import read_model, transition_to_pdf  # another area's module
+    from emasr.kaldi.model_io import read_model, transition_to_pdf  # another area's module
 
     monkeypatch.chdir(yesno)
     opts = mfcc_options({**read_kaldi_config("conf/mfcc.conf"), "dither": "0"})

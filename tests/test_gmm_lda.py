@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from conftest import REPO, YESNO, run_script
-from emasr.ali.alignments import iter_alignment_file
+from emasr.kaldi.alignments import iter_alignment_file
 from emasr.feats.cmvn import apply_cmvn
-from emasr.gmm.inputs import FeatureOptions, check_model_dim, feature_dim, iter_features
-from emasr.transform.features import splice_feats
-from emasr.transform.matrix_io import read_matrix, write_matrix, write_matrix_table
+from emasr.gmm.features import (FeatureOptions, check_model_dim, feature_dim, iter_features,
+                                splice_feats)
+from emasr.kaldi.matrix_io import read_matrix, write_matrix, write_matrix_table
 from gmm_helpers import LANG, MONO, write_data_dir, yesno_mfcc_feats, yesno_texts
 
 STEPS = REPO / "steps"

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from emasr.ali.alignments import iter_alignment_file
+from emasr.kaldi.alignments import iter_alignment_file
 from emasr.gmm.accumulate import GmmStats, accumulate_alignments, acc_stats_ali_cli
-from emasr.gmm.align import AlignmentWriter, gmm_align_cli
+from emasr.gmm.align import gmm_align_cli
+from emasr.kaldi.alignments import AlignmentWriter
 from emasr.gmm.estimate import (MleOptions, gmm_est_cli, mix_up_model, split_gmm,
                                  split_targets, update_gmm)
-from emasr.gmm.inputs import FeatureOptions
-from emasr.gmm.model_io import read_model, read_tree, transition_table, write_model, write_tree
+from emasr.gmm.features import FeatureOptions
+from emasr.kaldi.model_io import read_model, read_tree, transition_table, write_model, write_tree
 from emasr.gmm.mono import init_mono, single_gaussian
 from emasr.gmm.training_graphs import LangDir
 from gmm_helpers import LANG, MONO, write_data_dir, yesno_mfcc_feats, yesno_texts
@@ -184,8 +185,8 @@ def test_kaldi_tree_and_model_realign_as_kaldi(yesno_data, tmp_path):
 def test_boundary_error_against_known_timings(tmp_path):
     import json
 
-    from emasr.gmm.boundary_error import boundary_error_cli
-    from emasr.gmm.transitions import load_transition_table
+    from emasr.ali.boundary_error import boundary_error_cli
+    from emasr.kaldi.transitions import load_transition_table
 
     (tmp_path / "final.mdl").write_bytes((MONO / "final.mdl").read_bytes())
     (tmp_path / "ali.1.gz").write_bytes((MONO / "ali.1.gz").read_bytes())

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from conftest import REPO, YESNO, run_script
-from emasr.ali.alignments import iter_alignment_file
-from emasr.gmm.model_io import read_model, read_tree
+from emasr.kaldi.alignments import iter_alignment_file
+from emasr.kaldi.model_io import read_model, read_tree
 from gmm_helpers import LANG, write_data_dir, yesno_mfcc_feats, yesno_texts
 
 

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from emasr.ali.alignments import iter_alignment_file
+from emasr.kaldi.alignments import iter_alignment_file
 from emasr.gmm.accumulate import GmmStats, accumulate_utterance
 from emasr.gmm.align import gmm_align_cli
 from emasr.gmm.build_tree import TreeConfig, build_tree, load_roots
 from emasr.gmm.estimate import update_model
-from emasr.gmm.inputs import FeatureOptions, iter_features
-from emasr.gmm.model_io import read_model, transition_table, write_model, write_tree
+from emasr.gmm.features import FeatureOptions, iter_features
+from emasr.kaldi.model_io import read_model, transition_table, write_model, write_tree
 from emasr.gmm.questions import make_questions
 from emasr.gmm.training_graphs import LangDir
 from emasr.gmm.tree_stats import accumulate_tree_stats

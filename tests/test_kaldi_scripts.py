@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, YESNO
-from emasr.ali.alignments import iter_alignment_file
+from emasr.kaldi.alignments import iter_alignment_file
 from emasr.io.table import read_table, write_table
 
 WORDS = YESNO / "data" / "lang" / "words.txt"

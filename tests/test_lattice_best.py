@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from emasr.decode.lattice_best import best_paths, best_paths_batch
-from emasr.decode.lattice_io import (LatticeArchiveWriter, LatticeArcs, LatticeFormatError,
+from emasr.kaldi.lattice_io import (LatticeArchiveWriter, LatticeArcs, LatticeFormatError,
                                      read_lattices, to_kaldifst)
 from emasr.fst_stack import kaldifst
 
@@ -108,7 +108,7 @@ def test_binary_archive_reads_back_exactly_and_a_cut_entry_is_named(tmp_path):
 
 
 def test_scoring_batches_keep_the_order_and_the_arc_budget():
-    from emasr.score.score_cli import batches
+    from emasr.score.cli import batches
 
     rng = np.random.default_rng(11)
     lattices = [(f"u{i}", random_lattice(rng, frames=int(rng.integers(2, 20)))) for i in range(20)]

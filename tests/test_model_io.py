@@ -8,11 +8,11 @@ import pytest
 import kaldi_hmm_gmm
 
 from conftest import YESNO
-from emasr.gmm import model_io
-from emasr.gmm.kaldi_io import KaldiFormatError, KaldiReader
-from emasr.gmm.model_io import (KaldiModel, read_am_gmm_arrays, read_model, read_tree,
+from emasr.kaldi import model_io
+from emasr.kaldi.io import KaldiFormatError, KaldiReader
+from emasr.kaldi.model_io import (KaldiModel, read_am_gmm_arrays, read_model, read_tree,
                                 transition_to_pdf, write_model)
-from emasr.gmm.transitions import load_transition_table, read_transition_table
+from emasr.kaldi.transitions import load_transition_table, read_transition_table
 
 MONO = YESNO / "exp" / "mono"
 # (phone, hmm_state, pdf) of every transition state, as Kaldi wrote them in the fixture: SIL (1)
@@ -251,7 +251,7 @@ def test_gmm_info_and_show_transitions():
 
 
 def test_write_tree_round_trip(tmp_path):
-    from emasr.gmm.model_io import write_tree
+    from emasr.kaldi.model_io import write_tree
 
     tree = read_tree(MONO / "tree")
     write_tree(tmp_path / "tree", tree)
@@ -269,7 +269,7 @@ def test_the_read_model_realigns_kaldis_training_data_as_kaldi_did(mono):
 
     from emasr import fst_stack  # noqa: F401  (kaldi_hmm_gmm before kaldifst)
     import kaldifst
-    from emasr.ali.alignments import iter_alignment_file
+    from emasr.kaldi.alignments import iter_alignment_file
     from emasr.feats.cmvn import apply_cmvn, cmvn_stats
     from emasr.feats.deltas import add_deltas
     from emasr.feats.framing import extract_all_frames

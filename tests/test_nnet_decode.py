@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO, run_script
 from decode_toylang import GRAMMAR, LEXICON, SENTENCES, make_lang, monophone_model, pdf_sequence
 from emasr.decode.graph import make_graph
-from emasr.gmm.model_io import KaldiModel, write_model
+from emasr.kaldi.model_io import KaldiModel, write_model
 from nnet_synthetic import write_lines
 
 DIM, STACK = 6, 3

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from emasr.nnet import config as configs
-from emasr.nnet.data import (Source, TrainingData, make_chunks, shard, training_data,
-                             utterances_with_targets)
+from emasr.nnet.data import Source, TrainingData, make_chunks, shard, utterances_with_targets
+from emasr.nnet.loaders import training_data
 from emasr.nnet.resident import ResidentData, ResidentGroup, ResidentParts, splice_offsets
 from emasr.nnet.trainer import make_pipeline, open_targets
 from nnet_synthetic import DIM, NUM_PDFS, TINY_DNN, TINY_LSTM

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from conftest import REPO, YESNO, run_script
-from emasr.ali.alignments import iter_alignment_file
+from emasr.kaldi.alignments import iter_alignment_file
 from emasr.ali.convert import split_phones
 from emasr.feats.cmvn import sum_stats
 from emasr.feats.framing import extract_all_frames
 from emasr.feats.kaldi_options import mfcc_options, read_kaldi_config
 from emasr.feats.wav import read_wav_spec
-from emasr.gmm.inputs import FeatureOptions, iter_features, subsample_frames
-from emasr.gmm.transitions import load_transition_table
+from emasr.gmm.features import FeatureOptions, iter_features, subsample_frames
+from emasr.kaldi.transitions import load_transition_table
 from emasr.io.table import read_table, write_table
 
 MONO = YESNO / "exp" / "mono"
@@ -118,7 +118,7 @@ def test_tree_stats_features_are_subsampled_like_the_labels(tree_dir):
 
 @pytest.mark.slow
 def test_kaldi_3_state_alignments_train_and_decode_a_network(tree_dir, monkeypatch):
-    """The issue's Done-when: Kaldi's exp/mono -> network tree -> targets, graph, a trained and
+    """Kaldi's exp/mono -> network tree -> targets, graph, a trained and
     decoded network; targets, tree and graph checked to belong together at every boundary."""
     monkeypatch.setenv("EMASR_NUM_THREADS", "1")
     root, train, _ = tree_dir

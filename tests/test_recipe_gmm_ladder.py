@@ -14,8 +14,8 @@ import pytest
 
 from conftest import run_script
 from emasr.ali.targets import load_targets
-from emasr.gmm.model_io import read_model, read_tree
-from emasr.transform.matrix_io import read_matrix
+from emasr.kaldi.model_io import read_model, read_tree
+from emasr.kaldi.matrix_io import read_matrix
 from recipe_helpers import recipe_copy, reuse_stages
 
 LADDER = ("mono", "tri1", "tri2")

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from conftest import REPO, run_script
-from emasr.ali.alignments import iter_alignment_file
+from emasr.kaldi.alignments import iter_alignment_file
 from emasr.ali.targets import load_targets
-from emasr.gmm.model_io import read_model, read_tree
+from emasr.kaldi.model_io import read_model, read_tree
 from emasr.lang.topo import make_topo
 from recipe_helpers import recipe_copy, reuse_stages
 

@@ -16,11 +16,11 @@ import pytest
 
 from conftest import REPO, YESNO, run_script
 from decode_toylang import make_lang, monophone_model
-from emasr.ali.alignments import iter_alignment_file
+from emasr.kaldi.alignments import iter_alignment_file
 from emasr.ali.targets import TargetsError, make_targets
-from emasr.gmm.model_io import (KaldiModel, build_topology, read_model, tree_from_text,
+from emasr.kaldi.model_io import (KaldiModel, build_topology, read_model, tree_from_text,
                                 write_model, write_tree)
-from emasr.gmm.transitions import load_transition_table
+from emasr.kaldi.transitions import load_transition_table
 from emasr.nnet import checkpoint
 
 MONO = YESNO / "exp" / "mono"

@@ -21,7 +21,7 @@ from datadir_helpers import make_data_dir, snapshot, temp_files, write_lines
 from emasr.gmm.accumulate import GmmStats, acc_stats_ali_cli
 from emasr.gmm.align import gmm_align_cli
 from emasr.gmm.estimate import gmm_est_cli
-from emasr.gmm.model_io import read_model
+from emasr.kaldi.model_io import read_model
 from emasr.gmm.mono import init_mono_cli
 from gmm_helpers import LANG, MONO, write_data_dir, yesno_mfcc_feats, yesno_texts
 from test_feats_steps import ENV, make_data, step

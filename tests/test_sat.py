@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from conftest import REPO, YESNO, run_script
-from emasr.ali.alignments import iter_alignment_file
+from emasr.kaldi.alignments import iter_alignment_file
 from emasr.ali.posterior import Posterior, read_posteriors, write_posteriors
-from emasr.decode.lattice_io import (LatticeArcs, LatticeArchiveWriter, LatticeFormatError,
+from emasr.kaldi.lattice_io import (LatticeArcs, LatticeArchiveWriter, LatticeFormatError,
                                      read_lattices, to_kaldifst)
 from emasr.decode.lattice_post import forward_backward
 from emasr.gmm.accumulate import GmmStats
 from emasr.transform.gmm import read_gmm_model
-from emasr.transform.matrix_io import read_matrix_table, write_matrix_table
+from emasr.kaldi.matrix_io import read_matrix_table, write_matrix_table
 from gmm_helpers import LANG, MONO, write_data_dir, yesno_mfcc_feats, yesno_texts
 
 STEPS = REPO / "steps"

@@ -13,7 +13,7 @@ import click
 import numpy as np
 import pytest
 
-from emasr.corpus.audio import read_wav, resample
+from emasr.feats.audio import read_wav, resample
 from emasr.corpus.augment import AugmentConfig, degrade, speech_power
 from emasr.corpus.config import profile_config
 from emasr.corpus.pinyin import TextError, check_han_words, split_syllable, word_phones, word_syllables

@@ -15,12 +15,12 @@ import pytest
 import kaldi_hmm_gmm
 
 from conftest import REPO, YESNO, run_script
-from emasr.ali.alignments import AlignmentError, iter_alignment_file
+from emasr.kaldi.alignments import AlignmentError, iter_alignment_file
 from emasr.ali.targets import TargetsError, load_targets, log_priors, make_targets
 from emasr.feats.fbank import FbankExtractor
 from emasr.feats.pipeline import FeaturePipeline, PipelineConfig
 from emasr.feats.wav import read_wav_spec
-from emasr.gmm.model_io import read_tree
+from emasr.kaldi.model_io import read_tree
 
 MONO = YESNO / "exp" / "mono"
 FINAL_OCCS = [923, 31, 1525, 2627, 5418, 398, 908, 1675, 1076, 1481, 2934]

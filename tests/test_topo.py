@@ -6,8 +6,8 @@ import pytest
 
 from conftest import REPO, YESNO, run_script
 from emasr.fst_stack import kaldi_hmm_gmm
-from emasr.gmm.kaldi_io import KaldiReader
-from emasr.gmm.transitions import read_topology
+from emasr.kaldi.io import KaldiReader
+from emasr.kaldi.transitions import read_topology
 from emasr.lang.topo import DEFAULT_TOPOLOGY, TOPOLOGIES, make_topo
 
 KALDI_TOPO = YESNO / "data" / "lang" / "topo"

@@ -12,7 +12,7 @@ from emasr.transform.fmllr import (FmllrStats, estimate_fmllr, fmllr_auxf,
                                    identity_transform)
 from emasr.transform.gmm import DiagGmm
 from emasr.transform.lda import LdaStats, estimate_lda
-from emasr.transform.matrix_io import (TransformError, apply_transform, compose_transforms,
+from emasr.kaldi.matrix_io import (TransformError, apply_transform, compose_transforms,
                                        matrix_bytes, read_matrix, read_matrix_table,
                                        write_matrix, write_matrix_table)
 from emasr.transform.mllt import MlltStats, mllt_objective, mllt_update
@@ -344,7 +344,7 @@ def test_matrix_tables_round_trip(tmp_path):
 
 def test_gmm_model_reader_agrees_with_kaldi(yesno):
     """The NumPy GMMs read from Kaldi's own final.mdl score as Kaldi's C++ DiagGmm does."""
-    from emasr.gmm.model_io import read_model
+    from emasr.kaldi.model_io import read_model
     from emasr.transform.gmm import read_gmm_model
     path = yesno / "exp" / "mono" / "final.mdl"
     mine, kaldi = read_gmm_model(path), read_model(path)
@@ -396,7 +396,7 @@ def test_lda_mllt_fmllr_commands_on_yesno(yesno, yesno_data, tmp_path):
     mllt = read_matrix(tmp_path / "mllt.mat")
     assert mllt.shape == (39, 39) and abs(np.linalg.det(mllt)) > 0
     run_cli(["gmm-transform-means", str(tmp_path / "mllt.mat"), model, str(tmp_path / "1.mdl")])
-    from emasr.gmm.model_io import read_model
+    from emasr.kaldi.model_io import read_model
     from emasr.transform.gmm import read_gmm_model
     read_model(tmp_path / "1.mdl")   # Kaldi's C++ objects are built from the written model
     moved, original = read_gmm_model(tmp_path / "1.mdl"), read_gmm_model(model)

@@ -9,7 +9,7 @@ import kaldi_hmm_gmm
 
 from emasr.gmm.build_tree import Root, TreeBuilder, TreeConfig, build_tree, load_roots
 from emasr.gmm.gauss_objf import gauss_objf
-from emasr.gmm.model_io import read_tree, write_tree
+from emasr.kaldi.model_io import read_tree, write_tree
 from emasr.gmm.questions import cluster_phone_sets, make_questions
 from emasr.gmm.tree_stats import TreeStats
 

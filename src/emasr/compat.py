@@ -49,8 +49,8 @@ def _read_count(path: str) -> int:
 
 
 def model_pdfs(path: str) -> PdfCount:
-    from emasr.gmm.kaldi_io import KaldiFormatError
-    from emasr.gmm.transitions import load_transition_table
+    from emasr.kaldi.io import KaldiFormatError
+    from emasr.kaldi.transitions import load_transition_table
 
     if not os.path.isfile(path):
         raise CompatError(f"expected file {path} to exist")
@@ -75,7 +75,7 @@ def graph_pdfs(graph_dir: str) -> PdfCount:
 
 
 def network_pdfs(path: str) -> PdfCount:
-    from emasr.nnet.file_header import FileHeaderError, read_plain_values
+    from emasr.io.torch_header import FileHeaderError, read_plain_values
 
     if not os.path.isfile(path):
         raise CompatError(f"expected file {path} to exist")
@@ -98,8 +98,8 @@ def check_pdf_counts(counts: list[PdfCount]) -> None:
 # -- tree identity --
 
 def _load_tree(path: str):
-    from emasr.gmm.kaldi_io import KaldiFormatError
-    from emasr.gmm.model_io import read_tree
+    from emasr.kaldi.io import KaldiFormatError
+    from emasr.kaldi.model_io import read_tree
 
     if not os.path.isfile(path):
         raise CompatError(f"expected file {path} to exist")
@@ -156,8 +156,8 @@ def check_tree_matches_model(tree_path: str, model_path: str) -> None:
     """The model's transition tuples are those the tree gives for the model's own topology."""
     import kaldi_hmm_gmm
 
-    from emasr.gmm.model_io import build_topology
-    from emasr.gmm.transitions import load_transition_table
+    from emasr.kaldi.model_io import build_topology
+    from emasr.kaldi.transitions import load_transition_table
 
     tree = _load_tree(tree_path)
     check_pdf_counts([model_pdfs(model_path), PdfCount(tree_path, tree.num_pdfs)])

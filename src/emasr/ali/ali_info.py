@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from emasr.ali.alignments import (ALI_TYPES, AlignmentDir, AlignmentError, iter_alignment_file,
+from emasr.kaldi.alignments import (ALI_TYPES, AlignmentDir, AlignmentError, iter_alignment_file,
                                   open_alignment_dir)
 from emasr.io.table import TableError, read_table
 

@@ -37,10 +37,10 @@ from functools import lru_cache
 import click
 import numpy as np
 
-from emasr.gmm.transitions import HmmState, TransitionTable
+from emasr.feats.pipeline import SUBSAMPLE_AT
+from emasr.kaldi.transitions import HmmState, TransitionTable
 
 log = logging.getLogger(__name__)
-SUBSAMPLE_AT = ("centre", "start")
 
 
 class ConversionError(ValueError):
@@ -369,8 +369,8 @@ def convert_file(converter: AlignmentConverter, ali_in: str, ali_out: str,
                  max_failed: float) -> tuple[int, int]:
     """Convert one archive; (converted, not converted). An utterance whose frames cannot hold
     its phones is logged and left out; any other problem stops with the file and utterance."""
-    from emasr.ali.alignments import AlignmentError, iter_alignment_file
-    from emasr.gmm.align import AlignmentWriter
+    from emasr.kaldi.alignments import AlignmentError, iter_alignment_file
+    from emasr.kaldi.alignments import AlignmentWriter
 
     writer = AlignmentWriter(ali_out)
     done, failed, ok = 0, 0, False
@@ -423,9 +423,9 @@ def convert_ali_cli(subsample, upsample, subsample_at, reorder, phone_map, max_f
                     old_model, new_model, new_tree, ali_in, ali_out):
     """Convert the alignments ALI_IN of OLD_MODEL to NEW_MODEL and NEW_TREE (Kaldi's convert-ali;
     the topologies may differ), optionally at another frame rate."""
-    from emasr.gmm.kaldi_io import KaldiFormatError
-    from emasr.gmm.model_io import read_tree
-    from emasr.gmm.transitions import load_transition_table
+    from emasr.kaldi.io import KaldiFormatError
+    from emasr.kaldi.model_io import read_tree
+    from emasr.kaldi.transitions import load_transition_table
 
     try:
         converter = AlignmentConverter(

@@ -20,7 +20,7 @@ from pathlib import Path
 import click
 
 from emasr.ali.convert import AlignmentConverter, ConversionError, fit_lengths
-from emasr.gmm.boundary_error import read_timings, timed_phones
+from emasr.ali.boundary_error import read_timings, timed_phones
 from emasr.io.table import read_lines, read_table
 
 log = logging.getLogger(__name__)
@@ -58,9 +58,9 @@ def write_oracle_alignments(model: str, tree: str, phones_txt: str, utt2num_fram
                             ali_out: str, timings: list[str], frame_shift: float,
                             silence: str) -> int:
     """Write the oracle alignment of every utterance of `utt2num_frames`; their number."""
-    from emasr.gmm.align import AlignmentWriter
-    from emasr.gmm.model_io import read_tree
-    from emasr.gmm.transitions import load_transition_table
+    from emasr.kaldi.alignments import AlignmentWriter
+    from emasr.kaldi.model_io import read_tree
+    from emasr.kaldi.transitions import load_transition_table
 
     table = load_transition_table(model)
     converter = AlignmentConverter(table, table, read_tree(tree))

@@ -32,10 +32,10 @@ import kaldiio
 import kaldiio.matio
 import numpy as np
 
-from emasr.ali.alignments import ALI_TYPES, AlignmentDir, AlignmentError, open_alignment_dir
+from emasr.kaldi.alignments import ALI_TYPES, AlignmentDir, AlignmentError, open_alignment_dir
 from emasr.compat import TREE_DIGEST_FILE, record_tree
 from emasr.feats.pipeline import FeaturePipeline, PipelineConfig, lengths_agree
-from emasr.gmm.kaldi_io import KaldiReader, KaldiWriter
+from emasr.kaldi.io import KaldiReader, KaldiWriter
 from emasr.io.atomic import atomic_write
 from emasr.io.table import TableError, read_table, write_table
 from emasr.log import progress

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from emasr.corpus.audio import next_power_of_two
+from emasr.feats.audio import next_power_of_two
 
 
 @dataclass

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import click
 import numpy as np
 
-from emasr.corpus.audio import read_wav, to_int16, write_wav
+from emasr.feats.audio import read_wav, to_int16, write_wav
 from emasr.corpus.config import PROFILES, SimConfig, knob_options, profile_config
 from emasr.corpus.espeak import process_espeak
 from emasr.corpus.pinyin import check_han_words, split_syllable, word_phones, word_syllables

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from emasr.corpus.audio import resample
+from emasr.feats.audio import resample
 from emasr.corpus.augment import degrade
 from emasr.corpus.espeak import Espeak, Synthesis, Voice
 from emasr.corpus.pinyin import syllable_phones

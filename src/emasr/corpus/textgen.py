@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from emasr.corpus.pinyin import HAN_WORD, TextError, split_syllable, word_syllables
+from emasr.corpus.pinyin import HAN_WORD, TextError, word_syllables
 
 TEMPLATES: dict[str, list[str]] = {
     "navigation": [
@@ -99,16 +99,6 @@ def read_slot_words(max_per_slot: int, is_speakable: Callable[[list[str]], bool]
             raise TextError(f"{path}: only {len(words)} usable '{slot}' words; is this jieba's dict?")
         slots[slot] = words
     return slots
-
-
-def is_standard_pinyin(syllables: list[str]) -> bool:
-    """True if every syllable is a standard initial+final syllable with a tone."""
-    try:
-        for syllable in syllables:
-            split_syllable(syllable)
-    except TextError:
-        return False
-    return True
 
 
 @dataclass

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from emasr.gmm.model_io import am_gmm_arrays
+from emasr.kaldi.model_io import am_gmm_arrays
 
 
 @dataclass

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import click
 
 from emasr.compat import TREE_DIGEST_FILE, CompatError, check_tree_matches_model, record_tree
-from emasr.decode.fstutil import fst_size, map_input_labels_to_epsilon, read_fst, write_fst
+from emasr.kaldi.fst import fst_size, map_input_labels_to_epsilon, read_fst, write_fst
 from emasr.io.atomic import atomic_write
 from emasr.io.table import read_lines
 from emasr.fst_stack import kaldi_hmm_gmm, kaldifst
@@ -235,7 +235,7 @@ def check_phones_compatible(lang_dir: str, model_dir: str) -> None:
 def check_lang_phones_in_model(lang_dir: str, model_path: str) -> None:
     """Every phone of the lang dir has an HMM in the model (else Kaldi's H builder aborts with
     'phone N not covered'); the model's phones.txt may be missing, the topology never is."""
-    from emasr.gmm.transitions import load_transition_table
+    from emasr.kaldi.transitions import load_transition_table
 
     phones_txt = os.path.join(lang_dir, "phones.txt")
     covered = set(load_transition_table(model_path).topology.phones)
@@ -294,7 +294,7 @@ def make_graph(lang_dir: str, graph_dir: str, trans_model, ctx_dep, self_loop_sc
 def mkgraph_cli(self_loop_scale, transition_scale, lang_dir, model_dir, graph_dir):
     """Build HCLG.fst in GRAPH_DIR from LANG_DIR (L_disambig.fst, G.fst) and MODEL_DIR (Kaldi
     final.mdl and tree), as Kaldi's utils/mkgraph.sh does."""
-    from emasr.gmm.model_io import read_model, read_tree
+    from emasr.kaldi.model_io import read_model, read_tree
 
     for name in ("final.mdl", "tree"):
         if not os.path.isfile(os.path.join(model_dir, name)):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from emasr.decode.lattice_io import LatticeArcs, LatticeFormatError
+from emasr.kaldi.lattice_io import LatticeArcs, LatticeFormatError
 
 Pair = tuple[float, float]  # (LM weight, word insertion penalty)
 

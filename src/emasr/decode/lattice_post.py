@@ -22,7 +22,7 @@ import numpy as np
 
 from emasr.ali.posterior import Posterior
 from emasr.decode.lattice_best import state_levels
-from emasr.decode.lattice_io import LatticeArcs, LatticeFormatError
+from emasr.kaldi.lattice_io import LatticeArcs, LatticeFormatError
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def lattice_to_post_cli(acoustic_scale, lm_scale, lattices, post_out):
     writing per-frame transition-id posteriors (each frame's sum 1) to POST_OUT, a binary
     Kaldi posterior archive (post.JOB.gz: gzipped by the name)."""
     from emasr.ali.posterior import write_posteriors
-    from emasr.decode.lattice_io import read_lattices
+    from emasr.kaldi.lattice_io import read_lattices
     if acoustic_scale == 0.0:
         raise click.ClickException("do not use a zero acoustic scale")
     totals = {"like": 0.0, "frames": 0, "failed": 0}

@@ -15,7 +15,7 @@ import logging
 import click
 import numpy as np
 
-from emasr.decode.lattice_io import LatticeArcs, LatticeFormatError
+from emasr.kaldi.lattice_io import LatticeArcs, LatticeFormatError
 from emasr.decode.lattice_post import state_times
 from emasr.gmm.feature_options import feature_pipeline_options
 
@@ -58,12 +58,12 @@ def gmm_rescore_lattice_cli(features, acwt, word_symbol_table, hyp_out, model, l
     (lat.JOB.gz, state-level, as gmm-decode writes them) by those of MODEL on the features of
     the data dir DATA through the pipeline the options give; write LATTICE_OUT (may be
     LATTICES) and its 1-best hypotheses."""
-    from emasr.decode.decode_cli import default_hyp_path, read_word_symbols
+    from emasr.decode.cli import default_hyp_path, read_word_symbols
     from emasr.decode.gmm_loglikes import gmm_loglikes, stack_gmms
     from emasr.decode.lattice_best import best_paths
-    from emasr.decode.lattice_io import LatticeArchiveWriter, read_lattices, to_kaldifst
-    from emasr.gmm.inputs import check_model_dim, iter_features
-    from emasr.gmm.model_io import read_model
+    from emasr.kaldi.lattice_io import LatticeArchiveWriter, read_lattices, to_kaldifst
+    from emasr.gmm.features import check_model_dim, iter_features
+    from emasr.kaldi.model_io import read_model
     from emasr.io.table import write_table
 
     try:

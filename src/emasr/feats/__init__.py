@@ -1,6 +1,8 @@
 """emasr.feats: features as Kaldi computes and stores them, and the network input pipeline.
 
 wav            wav.scp entries (files, pipes, segments) -> 16-bit PCM samples, with clear errors
+audio          FFT resampling and 16-bit PCM wav files (the simulator's, speed perturbation's)
+speed          speed perturbation of audio; perturb_speed: of a data dir; utt2dur: durations
 kaldi_options  Kaldi config files (--name=value) -> kaldi-native-fbank options
 framing        frame geometry (Kaldi's frame-count formula) and whole-utterance extraction
 fbank          log-mel fbank (compute-fbank-feats)

@@ -32,10 +32,6 @@ class FrameGeometry:
     def shift_samples(self) -> int:
         return int(self.sample_rate * 0.001 * self.frame_shift_ms)
 
-    @property
-    def frame_shift_seconds(self) -> float:
-        return self.frame_shift_ms / 1000.0
-
     def num_frames(self, num_samples: int) -> int:
         """Kaldi's NumFrames: with snip_edges 1 + (N - window) // shift (0 if N < window)."""
         if self.snip_edges:

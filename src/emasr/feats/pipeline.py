@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 
 PIPELINE_FILE = "feature_pipeline.yaml"
 LENGTH_TOLERANCE = 2
+# Where a frame of the lower rate samples the labels of its k original frames: the centre of the
+# stacked window (this pipeline's rule, subsample_labels) or its start (Kaldi chain's).
+SUBSAMPLE_AT = ("centre", "start")
 
 
 @dataclass

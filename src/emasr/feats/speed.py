@@ -2,7 +2,7 @@
 
 Speed F plays the recording F times faster: tempo and pitch both change and a recording of N
 samples becomes about N / F samples at the same sample rate. That is resampling from F * rate to
-rate, done here with the simulator's band-limited FFT resampler (emasr.corpus.audio.resample), so
+rate, done here with the simulator's band-limited FFT resampler (emasr.feats.audio.resample), so
 sox is not needed. `emasr speed-perturb-wav` is the command that wav.scp pipes call.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from fractions import Fraction
 import click
 import numpy as np
 
-from emasr.corpus.audio import resample
+from emasr.feats.audio import resample
 from emasr.feats.wav import Audio, WavError, parse_wav, read_wav_spec
 
 # The anti-aliasing roll-off, as a fraction of the lower Nyquist frequency: 3% keeps all but the

@@ -24,8 +24,10 @@ import click
 import numpy as np
 
 from emasr.gmm.feature_options import feature_pipeline_options
-from emasr.gmm.inputs import FeatureOptions, SkipCounter, check_model_dim, iter_aligned_features
-from emasr.gmm.model_io import read_model
+from emasr.gmm.features import (FeatureOptions, FeatureStages, SkipCounter, check_model_dim,
+                                iter_aligned_features)
+from emasr.kaldi.matrix_io import TransformError
+from emasr.kaldi.model_io import read_model
 from emasr.io.atomic import atomic_write
 
 log = logging.getLogger(__name__)
@@ -162,7 +164,6 @@ class SpeakerLogDet:
     def of(cls, data_dir: str, options: FeatureOptions) -> "SpeakerLogDet":
         if not options.speaker_transforms:
             return cls()
-        from emasr.transform.features import FeatureStages
         return cls(FeatureStages.load(speaker_transforms=options.speaker_transforms,
                                       utt2spk=options.utt2spk or
                                       os.path.join(data_dir, "utt2spk")))
@@ -212,8 +213,6 @@ def accumulate_twofeats(model_path: str, data_dir: str, ali_path: str, options: 
                         max_skipped: float) -> GmmStats:
     """Statistics of the features without ``options.speaker_transforms``, with the Gaussian
     posteriors (and transition counts, log-likelihood) of the features with them."""
-    from emasr.transform.features import FeatureStages
-    from emasr.transform.matrix_io import TransformError
     if not options.speaker_transforms:
         raise ValueError("gmm-acc-stats-twofeats needs --speaker-transforms (the adapted "
                          "features are the pipeline with them, the statistics are of the "

@@ -15,41 +15,20 @@ atomically.
 """
 from __future__ import annotations
 
-import gzip
 import logging
 import zlib
 
 import click
-import kaldiio
 import numpy as np
 
 from emasr.gmm.feature_options import feature_pipeline_options
-from emasr.gmm.inputs import SkipCounter, check_dim, check_model_dim, iter_features, read_text
-from emasr.gmm.model_io import KaldiModel, read_model, read_tree
+from emasr.gmm.features import SkipCounter, check_dim, check_model_dim, iter_features, read_text
+from emasr.kaldi.alignments import AlignmentWriter
+from emasr.kaldi.model_io import KaldiModel, read_model, read_tree
 from emasr.gmm.training_graphs import GraphCompiler, LangDir, TranscriptError
-from emasr.io.atomic import atomic_write
 from emasr.fst_stack import kaldi_hmm_gmm, kaldifst
 
 log = logging.getLogger(__name__)
-
-
-class AlignmentWriter:
-    """Writes utterance alignments to a gzipped Kaldi archive under a temporary name."""
-
-    def __init__(self, path: str):
-        self._context = atomic_write(path, "wb")
-        self._file = self._context.__enter__()
-        self._gzip = gzip.GzipFile(fileobj=self._file, mode="wb", mtime=0)
-
-    def write(self, utt: str, alignment: np.ndarray) -> None:
-        kaldiio.save_ark(self._gzip, {utt: np.asarray(alignment, dtype=np.int32)})
-
-    def close(self, ok: bool = True) -> None:
-        self._gzip.close()
-        if ok:
-            self._context.__exit__(None, None, None)
-        else:
-            self._context.__exit__(RuntimeError, RuntimeError("aborted"), None)
 
 
 def boost_silence(model: KaldiModel, silence_phones: list[int], boost: float):

@@ -26,7 +26,7 @@ import click
 import numpy as np
 
 from emasr.gmm.gauss_objf import gauss_objf
-from emasr.gmm.model_io import tree_from_text, write_tree
+from emasr.kaldi.model_io import tree_from_text, write_tree
 from emasr.gmm.training_graphs import read_int_sets, read_roots
 from emasr.gmm.tree_stats import CENTRAL_POSITION, CONTEXT_WIDTH, EVENT_KEYS, PDF_CLASS_KEY, \
     TreeStats, load_summed

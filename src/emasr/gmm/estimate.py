@@ -18,8 +18,8 @@ import click
 import numpy as np
 
 from emasr.gmm.accumulate import GmmStats, sum_stats
-from emasr.gmm.kaldi_io import KaldiWriter
-from emasr.gmm.model_io import KaldiModel, am_gmm_arrays, read_model, write_model
+from emasr.kaldi.io import KaldiWriter
+from emasr.kaldi.model_io import KaldiModel, am_gmm_arrays, read_model, write_model
 from emasr.io.atomic import atomic_write
 from emasr.fst_stack import kaldi_hmm_gmm
 

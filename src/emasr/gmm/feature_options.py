@@ -14,7 +14,7 @@ import functools
 
 import click
 
-from emasr.gmm.inputs import FeatureOptions, check_model_dim, feature_dim
+from emasr.gmm.features import FeatureOptions, check_model_dim, feature_dim
 
 
 def transform_options(command):
@@ -69,7 +69,7 @@ def feat_to_dim_cli(features, model, data):
     the options (Kaldi's feat-to-dim on the steps' feature pipe); with --model, check it."""
     try:
         if model:
-            from emasr.gmm.model_io import read_model
+            from emasr.kaldi.model_io import read_model
             am_gmm = read_model(model).am_gmm
             if am_gmm is None:
                 raise ValueError(f"{model}: a transition model only (no GMMs)")

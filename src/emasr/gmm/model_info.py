@@ -7,8 +7,8 @@ import math
 import click
 import numpy as np
 
-from emasr.gmm.kaldi_io import KaldiFormatError, KaldiReader
-from emasr.gmm.model_io import read_model, transition_table
+from emasr.kaldi.io import KaldiFormatError, KaldiReader
+from emasr.kaldi.model_io import read_model, transition_table
 from emasr.io.table import TableError, read_table
 
 

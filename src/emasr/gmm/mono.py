@@ -12,8 +12,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from emasr.gmm.inputs import FeatureOptions, iter_features
-from emasr.gmm.model_io import KaldiModel, write_model, write_tree
+from emasr.gmm.features import FeatureOptions, iter_features
+from emasr.kaldi.model_io import KaldiModel, write_model, write_tree
 from emasr.gmm.training_graphs import read_int_sets
 from emasr.fst_stack import kaldi_hmm_gmm
 

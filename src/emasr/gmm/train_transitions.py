@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 def transition_counts(num_transition_ids: int, alignment_files: list[str]) -> np.ndarray:
     """[num_transition_ids + 1] counts of each transition id (entry 0 unused)."""
-    from emasr.ali.alignments import iter_alignment_file
+    from emasr.kaldi.alignments import iter_alignment_file
 
     counts = np.zeros(num_transition_ids + 1)
     utts = 0
@@ -40,8 +40,8 @@ def train_transitions_cli(model_in, ali, model_out):
     """Re-estimate the transition probabilities of MODEL_IN from the alignments ALI... (Kaldi's
     nnet3-am-train-transitions), into MODEL_OUT; the GMMs, if any, are kept."""
     from emasr.fst_stack import kaldi_hmm_gmm
-    from emasr.gmm.kaldi_io import KaldiFormatError
-    from emasr.gmm.model_io import read_model, write_model
+    from emasr.kaldi.io import KaldiFormatError
+    from emasr.kaldi.model_io import read_model, write_model
 
     try:
         model = read_model(model_in)

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import click
 import numpy as np
 
-from emasr.ali.convert import SUBSAMPLE_AT
+from emasr.feats.pipeline import SUBSAMPLE_AT
 from emasr.gmm.feature_options import feature_pipeline_options
-from emasr.gmm.inputs import FeatureOptions, SkipCounter, feature_dim, iter_aligned_features
-from emasr.gmm.transitions import TransitionTable, load_transition_table
+from emasr.gmm.features import FeatureOptions, SkipCounter, feature_dim, iter_aligned_features
+from emasr.kaldi.transitions import TransitionTable, load_transition_table
 from emasr.io.atomic import atomic_write
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ import numpy as np
 
 from emasr.gmm.estimate import write_occupancies
 from emasr.gmm.mono import single_gaussian
-from emasr.gmm.model_io import KaldiModel, read_tree, write_model
+from emasr.kaldi.model_io import KaldiModel, read_tree, write_model
 from emasr.gmm.tree_stats import TreeStats, load_summed
 from emasr.fst_stack import kaldi_hmm_gmm
 

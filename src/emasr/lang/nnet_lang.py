@@ -19,8 +19,8 @@ from pathlib import Path
 
 import click
 
-from emasr.gmm.kaldi_io import KaldiFormatError, KaldiReader
-from emasr.gmm.transitions import read_topology
+from emasr.kaldi.io import KaldiFormatError, KaldiReader
+from emasr.kaldi.transitions import read_topology
 from emasr.io.atomic import atomic_write
 from emasr.lang.topo import make_topo
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from emasr.decode.fstutil import write_fst
+from emasr.kaldi.fst import write_fst
 from emasr.io.atomic import atomic_write
 from emasr.io.table import TableError, c_sort_key
 from emasr.lang.dictdir import DictDir, DictError, LexiconEntry, load_dict_dir

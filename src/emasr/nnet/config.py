@@ -37,7 +37,7 @@ DEFAULTS: dict[str, Any] = {
         "shuffle_buffer_chunks": 2000,
         "loader": "stream",               # stream (read per epoch, buffer shuffle) | resident
                                           # (the shard in one tensor, index gathers; global
-                                          # shuffle) (emasr.nnet.data.LOADERS)
+                                          # shuffle) (emasr.nnet.loaders.LOADERS)
         "resident_dtype": "float32",      # resident: storage of the features, float32 | float16
         "resident_memory": "auto",        # resident: auto (the GPU if the shard fits in half its
                                           # free memory, else host) | device | host
@@ -209,7 +209,7 @@ def check_choice(config: dict, key: str, choices) -> None:
 
 
 def validate(config: dict) -> None:
-    from emasr.nnet.data import LOADERS
+    from emasr.nnet.loaders import LOADERS
     from emasr.nnet.precision import COMPILE_MODES, OPTIMIZER_IMPLS, PRECISIONS
     from emasr.nnet.resident import RESIDENT_DTYPES, RESIDENT_MEMORY
     from emasr.nnet.schedule import SCHEDULES

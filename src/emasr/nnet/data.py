@@ -242,25 +242,6 @@ class TrainingData:
         yield from prefetch(tensors)
 
 
-# The training data paths by name (data.loader; the one registry: the config check reads it).
-LOADERS = ("stream", "resident")
-
-
-def training_data(loader: str, source: Source, utts: list[str], data_config: dict, sequence: bool,
-                  rank: int, device: torch.device):
-    """Worker `rank`'s minibatches through the data path `loader`."""
-    if loader == "stream":
-        return TrainingData(source, utts, data_config, sequence, rank,
-                            pin_memory=device.type == "cuda")
-    if loader == "resident":
-        from emasr.nnet.resident import ResidentData, ResidentParts
-
-        whole = int(data_config["resident_part_frames"]) == 0
-        return (ResidentData if whole else ResidentParts)(source, utts, data_config, sequence,
-                                                          rank, device)
-    raise ValueError(f"unknown data.loader '{loader}'; expected one of {', '.join(LOADERS)}")
-
-
 def eval_batches(source: Source, utts: list[str], data_config: dict,
                  sequence: bool) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Dev minibatches in a fixed order: one utterance (all its frames or chunks) per batch."""

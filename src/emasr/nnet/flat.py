@@ -36,9 +36,9 @@ def mean_to_vector(columns: list[Sequence[torch.Tensor]], out: torch.Tensor,
     `accumulator` (float64, the vector's size, reused), all tensors of a model in one
     multi-tensor add (K dispatches, not K x tensors; on a GPU the float32-into-float64 add takes
     PyTorch's per-tensor path, whose fused kernels want one dtype). Stacking the K vectors and
-    reducing the [K, V] float64 copy gave the same bits ten times slower (K = 8, 6M parameters,
-    one CPU thread: 566-592 against 42-58 ms per sync). On a GPU stacked workers reduce their
-    stacked parameters instead (StackedWorkers.mean)."""
+    reducing the [K, V] float64 copy gives the same bits at many times the cost on a CPU (a
+    model-sized float64 copy per model). On a GPU stacked workers reduce their stacked
+    parameters instead (StackedWorkers.mean)."""
     sizes = [column[0].numel() for column in columns]
     check_mean_size(sum(sizes), out)
     totals = [part.view(column[0].shape)

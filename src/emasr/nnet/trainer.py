@@ -29,8 +29,9 @@ import torch
 from emasr.nnet import checkpoint, config as configs, regime
 from emasr.nnet.comm import (Communicator, destroy_process_group, init_process_group,
                               worker_device)
-from emasr.nnet.data import (DataError, Source, eval_batches, shard, training_data,
-                             utterances_with_targets, validate_targets)
+from emasr.nnet.data import (DataError, Source, eval_batches, shard, utterances_with_targets,
+                             validate_targets)
+from emasr.nnet.loaders import training_data
 from emasr.nnet.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
 from emasr.nnet.averages import EmaAverager, build_averagers
@@ -44,8 +45,8 @@ logger = logging.getLogger(__name__)
 
 EXTRAS = 4   # piggybacked on the sync vector: [next block ready, loss sum, correct, frames]
 METRICS_EVERY_SECONDS = 10.0   # metrics.jsonl records are appended at most this often (and at
-                               # every checkpoint and the end): writing each block's record alone
-                               # (open, append, close) took 0.5% of bench/train.py (g)'s epoch
+                               # every checkpoint and the end): opening the file for each block's
+                               # record alone costs more than the record
 
 
 def make_pipeline(features: dict, train_dir: str | None = None):
@@ -293,8 +294,8 @@ class Trainer:
 
     def pack(self, next_ready: bool, stats: list[float]) -> torch.Tensor:
         """[the mean of this process's local models, extras] (its share of the all-reduce), in one
-        buffer reused by every sync: allocating model-sized vectors anew made a sync of
-        bench/train.py's DNN on a CPU twice as slow (1.1 against 0.6 ms, with blocks of 35 ms)."""
+        buffer reused by every sync: allocating model-sized vectors anew costs page faults at
+        every sync."""
         average = self.packed[:-EXTRAS]
         if self.per_process == 1:
             model_to_vector(self.model, out=average)

@@ -40,7 +40,7 @@ def correct_frames(log_probs: torch.Tensor, labels: torch.Tensor,
     """Which frames are classified correctly: the label's log-posterior is the frame's highest (a
     tie counts); an unlabelled frame never is. [..., P] and [...] -> bool [...] (`labelled`:
     labels != IGNORE, where the caller has it already). The row maximum and one gather cost a
-    fraction of an argmax on a CPU (256 frames of 3000 pdfs: 0.1 against 0.8 ms)."""
+    fraction of an argmax on a CPU."""
     label_scores = log_probs.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
     return (label_scores == log_probs.amax(-1)) & (labels != IGNORE if labelled is None
                                                    else labelled)
@@ -261,8 +261,8 @@ class StackedWorkers:
         nn.LayerNorm in bf16; on a GPU autocast runs layer norms in fp32 anyway). Written out
         rather than torch.func.vmap over functional_call: vmap's rule for linear is a matmul, a
         bias scaling and an add (two kernels more per layer forward, one backward), and its
-        batching machinery doubled the host's time per step of a small DNN (K = 8, 6x32, one CPU
-        thread: 18-23 against 8-13 ms for forward and backward; a script not kept)."""
+        batching machinery costs the host more per step than the operations themselves for a
+        small DNN (bench/train.py (i) counts the operations)."""
         masks = iter(masks)
         for name, layer in self.layers:
             if isinstance(layer, nn.Linear):
@@ -370,8 +370,7 @@ class StackedWorkers:
         stacked parameter (mean_by_rows): flat.mean_to_vector's K float32-into-float64
         multi-tensor adds would take PyTorch's one-kernel-per-tensor path there, K x tensors
         launches per sync. On a CPU model by model (flat.mean_to_vector), where the float64
-        reduction over the K rows is five times slower (K = 8, 8.9M parameters, one thread: 413-451
-        against 76-86 ms per sync). Both give the same bits."""
+        reduction over the K rows is several times slower. Both give the same bits."""
         if out.device.type == "cuda":
             return self.mean_by_rows(out, accumulator)
         return mean_to_vector(self.columns(), out, accumulator)

@@ -4,5 +4,5 @@ kaldi-hmm-gmm has none of them, so their estimators are written here in NumPy, f
 algorithms: LdaEstimate (emasr.transform.lda), MlltAccs with Gales' row update
 (emasr.transform.mllt), FmllrDiagGmmAccs and its row-by-row update (emasr.transform.fmllr).
 Transforms are Kaldi matrices (``final.mat``, ``trans.JOB``), read and written by
-emasr.transform.matrix_io and applied as Kaldi's transform-feats does.
+emasr.kaldi.matrix_io and applied as Kaldi's transform-feats does.
 """

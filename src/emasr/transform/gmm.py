@@ -1,8 +1,8 @@
 """What the transform estimators need of a GMM-HMM: each pdf's diagonal GMM as NumPy arrays,
 its Gaussian posteriors, and per-frame pdf ids and weights from alignments.
 
-The model is read without kaldi-hmm-gmm: the TransitionModel as emasr.gmm.transitions parses it
-(for the transition id -> pdf and -> phone maps) and the AmDiagGmm as emasr.gmm.model_io's
+The model is read without kaldi-hmm-gmm: the TransitionModel as emasr.kaldi.transitions parses it
+(for the transition id -> pdf and -> phone maps) and the AmDiagGmm as emasr.kaldi.model_io's
 arrays. Frame weights are Kaldi's ``ali-to-post | weight-silence-post W $silphonelist``: 1 per
 frame, W for frames of a silence phone.
 """
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from emasr.gmm.kaldi_io import KaldiReader
-from emasr.gmm.model_io import GmmArrays, read_am_gmm_arrays
-from emasr.gmm.transitions import TransitionTable, read_transition_table
+from emasr.kaldi.io import KaldiReader
+from emasr.kaldi.model_io import GmmArrays, read_am_gmm_arrays
+from emasr.kaldi.transitions import TransitionTable, read_transition_table
 
 
 @dataclass

@@ -52,8 +52,7 @@ class BlockMomentum:
     def start_point(self) -> torch.Tensor:
         """Where the workers start a block from: the rule's own buffer, rewritten at every step
         (the trainer loads it into the workers at once). Computed in place: a model-sized
-        allocation per sync costs more than the arithmetic (page faults; 6M parameters on a CPU:
-        tens of ms, bench/train.py (b))."""
+        allocation per sync costs more than the arithmetic (page faults; bench/train.py (b))."""
         if self.nesterov:
             return torch.add(self.global_model, self.delta, alpha=self.momentum, out=self.restart)
         return self.restart.copy_(self.global_model)

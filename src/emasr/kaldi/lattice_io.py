@@ -21,8 +21,8 @@ from typing import Iterator
 
 import numpy as np
 
-from emasr.decode.fstutil import scratch_dir
-from emasr.decode.openfst_binary import HAS_ISYMBOLS, HAS_OSYMBOLS, FstFormatError, read_header
+from emasr.kaldi.fst import scratch_dir
+from emasr.kaldi.openfst_binary import HAS_ISYMBOLS, HAS_OSYMBOLS, FstFormatError, read_header
 from emasr.fst_stack import kaldifst
 
 BINARY_MARK = b"\0B"    # Kaldi's binary-mode marker after the key

@@ -26,7 +26,7 @@ from typing import Iterable, Iterator
 import click
 
 from emasr.decode.lattice_best import best_paths_batch
-from emasr.decode.lattice_io import LatticeArcs, read_lattices
+from emasr.kaldi.lattice_io import LatticeArcs, read_lattices
 from emasr.io.atomic import atomic_write
 from emasr.io.table import read_table, write_table
 from emasr.log import progress

@@ -5,6 +5,7 @@ An alignment file is a Kaldi archive of int32 vectors (one per utterance: a tran
 the name). ``num_jobs`` says how many ``ali.JOB[.gz]`` files to expect; without it every
 ``ali.N[.gz]`` present is read. A ``frame_subsampling_factor`` file (as in Kaldi's chain
 alignment dirs) says the alignments are at a lower frame rate than the 10 ms features.
+`AlignmentWriter` writes one gzipped archive atomically (``ali.JOB.gz``).
 """
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from typing import Iterator
 import kaldiio
 import numpy as np
 
-from emasr.gmm.kaldi_io import KaldiFormatError
-from emasr.gmm.transitions import TransitionTable, load_transition_table
+from emasr.io.atomic import atomic_write
+from emasr.kaldi.io import KaldiFormatError
+from emasr.kaldi.transitions import TransitionTable, load_transition_table
 
 ALI_TYPES = ("transition", "pdf")
 _ALI_NAME = re.compile(r"^ali\.(\d+)(\.gz)?$")
@@ -159,3 +161,22 @@ def _read_int_file(path: Path) -> int:
         return int(text)
     except ValueError:
         raise AlignmentError(f"{path}: expected one integer, got '{text[:40]}'") from None
+
+
+class AlignmentWriter:
+    """Writes utterance alignments to a gzipped Kaldi archive under a temporary name."""
+
+    def __init__(self, path: str):
+        self._context = atomic_write(path, "wb")
+        self._file = self._context.__enter__()
+        self._gzip = gzip.GzipFile(fileobj=self._file, mode="wb", mtime=0)
+
+    def write(self, utt: str, alignment: np.ndarray) -> None:
+        kaldiio.save_ark(self._gzip, {utt: np.asarray(alignment, dtype=np.int32)})
+
+    def close(self, ok: bool = True) -> None:
+        self._gzip.close()
+        if ok:
+            self._context.__exit__(None, None, None)
+        else:
+            self._context.__exit__(RuntimeError, RuntimeError("aborted"), None)

@@ -1,7 +1,7 @@
 """Kaldi model files: ``final.mdl`` (TransitionModel then AmDiagGmm) and ``tree``, binary or text.
 
 kaldi-hmm-gmm has Kaldi's classes but no Kaldi-format read/write for TransitionModel and AmDiagGmm,
-so the formats are implemented here (emasr.gmm.kaldi_io, emasr.gmm.transitions) and the live
+so the formats are implemented here (emasr.kaldi.io, emasr.kaldi.transitions) and the live
 objects are built from the parsed content:
 
 - the TransitionModel from its tuples, topology and numbering (computed as Kaldi's
@@ -24,8 +24,8 @@ import numpy as np
 
 import kaldi_hmm_gmm  # first of the FST stack, as emasr.fst_stack requires; it loads nothing else
 
-from emasr.gmm.kaldi_io import KaldiFormatError, KaldiReader, KaldiWriter
-from emasr.gmm.transitions import (HmmState, Topology, TransitionTable, TransitionTuple,
+from emasr.kaldi.io import KaldiFormatError, KaldiReader, KaldiWriter
+from emasr.kaldi.transitions import (HmmState, Topology, TransitionTable, TransitionTuple,
                                    read_transition_table, write_transition_table)
 from emasr.io.atomic import atomic_write
 

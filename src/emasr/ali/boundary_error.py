@@ -26,8 +26,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from emasr.ali.alignments import alignment_files, iter_alignment_file
-from emasr.gmm.transitions import TransitionTable, load_transition_table
+from emasr.kaldi.alignments import alignment_files, iter_alignment_file
+from emasr.kaldi.transitions import TransitionTable, load_transition_table
 from emasr.io.table import read_lines
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """The transform steps' command lines, with Kaldi's names and arguments: acc-lda, est-lda,
 gmm-acc-mllt, est-mllt, gmm-transform-means, gmm-est-fmllr, transform-feats,
 compose-transforms. Statistics files (``lda.JOB.acc``, ``N.JOB.macc``) are NumPy archives, as
-gmm-acc-stats-ali's; matrices are Kaldi's (emasr.transform.matrix_io)."""
+gmm-acc-stats-ali's; matrices are Kaldi's (emasr.kaldi.matrix_io)."""
 from __future__ import annotations
 
 import functools
@@ -12,11 +12,10 @@ import click
 import kaldiio
 import numpy as np
 
-from emasr.ali.alignments import iter_alignment_file
-from emasr.gmm.inputs import SkipCounter, alignment_problem
-from emasr.gmm.kaldi_io import KaldiFormatError
+from emasr.kaldi.alignments import iter_alignment_file
+from emasr.kaldi.io import KaldiFormatError
 from emasr.io.table import read_table
-from emasr.transform.features import TransformedFeatures
+from emasr.gmm.features import SkipCounter, TransformedFeatures, alignment_problem
 from emasr.transform.fmllr import UPDATE_TYPES
 from emasr.transform.gmm import GmmModel, parse_phone_list, read_gmm_model
 
@@ -176,7 +175,7 @@ def est_lda_cli(dim, remove_offset, within_class_factor, allow_large_dim, write_
     """Kaldi's est-lda: sum the acc-lda statistics ACCS and write the LDA matrix MATRIX_OUT
     (dim x D, or dim x (D+1) with --remove-offset true), e.g. exp/tri2/0.mat."""
     from emasr.transform.lda import estimate_lda, sum_lda_stats
-    from emasr.transform.matrix_io import write_matrix
+    from emasr.kaldi.matrix_io import write_matrix
     result = estimate_lda(sum_lda_stats(list(accs)), dim, remove_offset, within_class_factor,
                           allow_large_dim)
     write_matrix(matrix_out, result.matrix, binary)
@@ -234,7 +233,7 @@ def est_mllt_cli(binary, matrix_out, accs):
     """Kaldi's est-mllt: sum the gmm-acc-mllt statistics ACCS and write the square MLLT matrix
     MATRIX_OUT, estimated from the identity (compose it with the previous transform:
     compose-transforms MATRIX_OUT N.mat N+1.mat)."""
-    from emasr.transform.matrix_io import write_matrix
+    from emasr.kaldi.matrix_io import write_matrix
     from emasr.transform.mllt import mllt_update, sum_mllt_stats
     stats = sum_mllt_stats(list(accs))
     matrix, improvement = mllt_update(stats)
@@ -252,7 +251,7 @@ def est_mllt_cli(binary, matrix_out, accs):
 def gmm_transform_means_cli(binary, matrix, model_in, model_out):
     """Kaldi's gmm-transform-means: MODEL_OUT is MODEL_IN with every Gaussian mean mu replaced
     by A mu (+ b) for the D x D (or D x (D+1)) MATRIX; weights and variances unchanged."""
-    from emasr.transform.matrix_io import read_matrix
+    from emasr.kaldi.matrix_io import read_matrix
     from emasr.transform.mllt import transform_means
     model = load_model(model_in)
     model.pdfs = transform_means(model.pdfs, read_matrix(matrix))
@@ -260,9 +259,9 @@ def gmm_transform_means_cli(binary, matrix, model_in, model_out):
 
 
 def write_gmm_model(path: str, model: GmmModel, binary: bool = True) -> None:
-    from emasr.gmm.kaldi_io import KaldiWriter
-    from emasr.gmm.model_io import GmmArrays, write_am_gmm_arrays
-    from emasr.gmm.transitions import write_transition_table
+    from emasr.kaldi.io import KaldiWriter
+    from emasr.kaldi.model_io import GmmArrays, write_am_gmm_arrays
+    from emasr.kaldi.transitions import write_transition_table
     from emasr.io.atomic import atomic_write
     writer = KaldiWriter(binary)
     write_transition_table(writer, model.transitions)
@@ -307,7 +306,7 @@ def gmm_est_fmllr_cli(cmvn_opts, delta_order, splice_opts, transform, speaker_tr
     with --post posteriors) on FEATS (a data dir or a Kaldi table), written as the Kaldi archive
     TRANS_OUT (trans.JOB). Silence frames (entries) are weighted by --silence-weight."""
     from emasr.transform.fmllr import FmllrStats, estimate_fmllr
-    from emasr.transform.matrix_io import write_matrix_table
+    from emasr.kaldi.matrix_io import write_matrix_table
     gmm_model = load_model(model)
     gpost_gmms = check_gpost_model(gpost_model, gmm_model, model) if gpost_model else None
     features = make_features(feats, cmvn_opts, delta_order, splice_opts, transform,
@@ -400,7 +399,7 @@ def transform_feats_cli(utt2spk, transform, rspecifier, wspecifier):
     """Kaldi's transform-feats: apply TRANSFORM (a Kaldi matrix file, or a table such as
     ark:trans.1 keyed by utterance or, with --utt2spk, speaker) to the features RSPECIFIER,
     writing WSPECIFIER (e.g. ark,scp:out.ark,out.scp). Linear (R x D) or affine (R x (D+1))."""
-    from emasr.transform.matrix_io import (TransformError, apply_transform,
+    from emasr.kaldi.matrix_io import (TransformError, apply_transform,
                                            is_table_specifier, read_matrix, read_matrix_table)
     table = read_matrix_table(transform) if is_table_specifier(transform) else None
     single = None if table is not None else read_matrix(transform)
@@ -440,7 +439,7 @@ def transform_feats_cli(utt2spk, transform, rspecifier, wspecifier):
 def compose_transforms_cli(b_is_affine, binary, a, b, c):
     """Kaldi's compose-transforms: C = A B, the transform that applies B, then A. A and B are
     Kaldi matrix files or tables (ark:...); with a table, C is an archive composed per key."""
-    from emasr.transform.matrix_io import (compose_transforms, is_table_specifier, read_matrix,
+    from emasr.kaldi.matrix_io import (compose_transforms, is_table_specifier, read_matrix,
                                            read_matrix_table, write_matrix,
                                            write_matrix_table)
     a_table = read_matrix_table(a) if is_table_specifier(a) else None

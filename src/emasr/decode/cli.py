@@ -23,8 +23,8 @@ import numpy as np
 
 from emasr.decode.decoder import (DECODERS, PRUNE_INTERVAL, DecodeConfig, DecodeError,
                                   UtteranceDecoder)
-from emasr.decode.fstutil import read_fst
-from emasr.decode.lattice_io import LatticeArchiveWriter
+from emasr.kaldi.fst import read_fst
+from emasr.kaldi.lattice_io import LatticeArchiveWriter
 from emasr.gmm.feature_options import transform_options
 from emasr.io.table import read_table, write_table
 from emasr.log import progress
@@ -135,8 +135,8 @@ def read_matrices(rspecifier: str) -> Iterator[tuple[str, np.ndarray | Exception
 
 def load_decoder(model: str, hclg_path: str, config: DecodeConfig, need_gmm: bool = False):
     """(UtteranceDecoder, KaldiModel) from a Kaldi final.mdl and an HCLG.fst."""
-    from emasr.decode.openfst_binary import FstFormatError
-    from emasr.gmm.model_io import KaldiFormatError, read_model
+    from emasr.kaldi.openfst_binary import FstFormatError
+    from emasr.kaldi.model_io import KaldiFormatError, read_model
 
     for path in (model, hclg_path):
         if not os.path.isfile(path):
@@ -223,7 +223,7 @@ def gmm_loglike_items(data_dir: str, am_gmm, cmvn: str, norm_vars: bool, delta_o
                       stages=None) -> Iterator[tuple[str, np.ndarray | Exception]]:
     """(utt, GMM log-likelihoods) over a data dir's features with CMVN and deltas, as
     emasr.feats.deltas.iter_gmm_feats reads them, then ``stages`` (an LDA system's splicing and
-    final.mat, SAT's per-speaker transforms: emasr.transform.features.FeatureStages); a
+    final.mat, SAT's per-speaker transforms: emasr.gmm.features.FeatureStages); a
     per-utterance failure (features that do not fit the CMVN stats, a transform or the GMMs)
     is passed on in place of the matrix."""
     from emasr.decode.gmm_loglikes import gmm_loglikes, stack_gmms
@@ -266,7 +266,7 @@ def gmm_decode_cli(model, hclg, data_dir, lattice_out, cmvn, norm_vars, delta_or
     LDA system --delta-order 0 --splice-opts ... --transform final.mat), scored by the model's
     AmDiagGmm and decoded through the same path as decode-loglikes.
     """
-    from emasr.gmm.inputs import FeatureOptions, check_model_dim, feature_stages
+    from emasr.gmm.features import FeatureOptions, check_model_dim, feature_stages
     decoder, kaldi_model = load_decoder(model, hclg, config_from(options), need_gmm=True)
     feature_options = FeatureOptions(delta_order=delta_order, splice_opts=splice_opts,
                                      transform=transform, speaker_transforms=speaker_transforms,

@@ -6,7 +6,7 @@ tuples in order and giving each the ids of its topology state's outgoing transit
 topology's order (Kaldi's TransitionModel::ComputeDerived). A self-loop transition id emits the
 tuple's self-loop pdf, any other its forward pdf. This module reproduces that numbering so tools
 that need only ``transition id -> pdf`` (alignment ingestion, ali-info) work from the file alone;
-emasr.gmm.model_io builds the kaldi_hmm_gmm objects on top of it.
+emasr.kaldi.model_io builds the kaldi_hmm_gmm objects on top of it.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from emasr.gmm.kaldi_io import KaldiFormatError, KaldiReader, KaldiWriter
+from emasr.kaldi.io import KaldiFormatError, KaldiReader, KaldiWriter
 
 NO_PDF = -1
 

@@ -1,6 +1,6 @@
 """The plain values of a network file (final.pt, ema.pt: a dict written by torch.save) read
 without importing torch: `emasr check-compatible --network` needs only num_pdfs, and importing
-torch to get it took 2.4 s of the 2.7 s the check cost on the 2-core machine, once per decode.
+torch to get it would cost most of the check's time, once per decode.
 
 torch.save writes a zip whose <name>/data.pkl is a pickle; its tensors point into the zip's other
 members through persistent ids. Here every torch object (tensor, storage, dtype) unpickles as an

@@ -9,7 +9,7 @@ import os
 import tempfile
 from typing import Iterable
 
-from emasr.decode.openfst_binary import FstFormatError, const_as_vector_bytes, peek_fst_type
+from emasr.kaldi.openfst_binary import FstFormatError, const_as_vector_bytes, peek_fst_type
 from emasr.io.atomic import atomic_path
 from emasr.fst_stack import kaldifst
 

@@ -4,7 +4,7 @@ the two operations every transform step needs: applying a transform to features
 
 A single-matrix file is what Kaldi's ``WriteKaldiObject`` writes: in binary ``\\0B`` then ``FM``
 (or ``DM``), the int32 row and column counts and the raw rows; in text `` [`` then one line per
-row and ``]`` (emasr.gmm.kaldi_io has the token rules). Tables (``ark:trans.1``, scp) go through
+row and ``]`` (emasr.kaldi.io has the token rules). Tables (``ark:trans.1``, scp) go through
 kaldiio, as the feature archives do.
 
 A transform of a D-dimensional feature is linear (R x D: y = A x) or affine (R x (D+1):
@@ -17,7 +17,7 @@ import os
 import kaldiio
 import numpy as np
 
-from emasr.gmm.kaldi_io import KaldiFormatError, KaldiReader, KaldiWriter
+from emasr.kaldi.io import KaldiFormatError, KaldiReader, KaldiWriter
 from emasr.io.atomic import atomic_write
 
 

@@ -14,7 +14,7 @@ Kaldi objects (TransitionModel, AmDiagGmm, trees) are written as a stream of tok
   `` [`` then one line per row and ``]``.
 
 KaldiReader and KaldiWriter implement exactly these rules; the object layouts live with the
-objects (emasr.gmm.transitions, emasr.gmm.model_io).
+objects (emasr.kaldi.transitions, emasr.kaldi.model_io).
 """
 from __future__ import annotations
 
@@ -92,13 +92,6 @@ class KaldiReader:
                 raise self.error(f"expected a space after token '{token}'")
             self.pos += 1
         return token
-
-    def peek_token(self) -> str:
-        saved = self.pos
-        try:
-            return self.read_token()
-        finally:
-            self.pos = saved
 
     def expect_token(self, *expected: str) -> str:
         start = self.pos

@@ -1,4 +1,4 @@
-"""Audio helpers for the simulator: polyphase resampling and 16-bit PCM wav files.
+"""Audio helpers: FFT resampling (the simulator's and speed perturbation's) and 16-bit PCM wav files.
 
 espeak-ng speaks at 22050 Hz and AISHELL is 16 kHz (16000/22050 = 320/441). Utterances are a few
 seconds long, so resampling through one FFT of the whole signal is both exact and fast in numpy

@@ -23,7 +23,7 @@ import click
 from emasr.feats.speed import speed_ratio
 from emasr.io.datadir import DataDir, DataDirError, load_data_dir, write_data_dir
 from emasr.io.datadir_edit import check_distinct, merge_tables
-from emasr.io.utt2dur import format_seconds, utterance_durations
+from emasr.feats.utt2dur import format_seconds, utterance_durations
 
 log = logging.getLogger(__name__)
 
