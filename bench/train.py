@@ -64,12 +64,12 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 from nnet_synthetic import make_corpus, write_targets  # noqa: E402
 
 from emasr.nnet import config as configs  # noqa: E402
-from emasr.nnet.averages import AVERAGED_MODELS  # noqa: E402
+from emasr.nnet.averages import build_averagers  # noqa: E402
 from emasr.nnet.flat import model_to_vector  # noqa: E402
 from emasr.nnet.models import build_model  # noqa: E402
 from emasr.nnet.precision import COMPILE_MODES, PRECISIONS, autocast  # noqa: E402
 from emasr.nnet.resident import RESIDENT_DTYPES  # noqa: E402
-from emasr.nnet.sync import STRATEGIES, make_rule  # noqa: E402
+from emasr.nnet.sync import RULES, make_rule  # noqa: E402
 from emasr.nnet.trainer import Trainer  # noqa: E402
 
 
@@ -140,7 +140,7 @@ def hand_loop(trainer: Trainer, args) -> float:
     x_all = torch.from_numpy(np.concatenate(feats)).to(device)
     y_all = torch.from_numpy(np.concatenate(labels)).to(device)
     torch.manual_seed(1)
-    model = build_model(trainer.config["model"], trainer.input_dim, trainer.num_pdfs).to(device)
+    model = build_model(trainer.config.model, trainer.input_dim, trainer.num_pdfs).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
     order = torch.randperm(len(y_all), device=device)
     frames = int(trainer.counters["frames"] / trainer.counters["syncs"]) * trainer.counters["syncs"]
@@ -179,9 +179,9 @@ def seconds_per_call(call, device: torch.device, reps: int = 200) -> float:
 def averager_costs(trainer: Trainer) -> dict[str, float]:
     """Seconds per sync of each registered averaged model's update on this model's vector."""
     vector = model_to_vector(trainer.model)
-    config = {"sync": {"ema_decay": 0.99, "ema_half_life_frames": None},
-              "average": {"cumulative_start": 0.0, "last_k": 2}}
-    averagers = {name: averaged.build(config, 1) for name, averaged in AVERAGED_MODELS.items()}
+    config = configs.resolve(None, ["average.ema_decay=0.99", "average.cumulative_start=0.0",
+                                    "average.last_k=2"])
+    averagers = build_averagers(config, 1)
     return {name: seconds_per_call(lambda a=averager: a.update(vector), vector.device)
             for name, averager in averagers.items()}
 
@@ -192,8 +192,9 @@ def rule_costs(trainer: Trainer) -> dict[str, float]:
     vector = model_to_vector(trainer.model)
     average = vector + 1e-3
     costs = {}
-    for strategy in STRATEGIES:
-        rule = make_rule(strategy, 1 if strategy == "single" else 8)
+    for strategy, registered in RULES.items():
+        config = configs.resolve(None, [f"sync.strategy={strategy}"])
+        rule = make_rule(config.sync, 8 if registered.parallel else 1)
         rule.start(vector)
         costs[strategy] = seconds_per_call(lambda r=rule: r.step(average), vector.device)
     return costs
@@ -255,7 +256,7 @@ def batching(args, input_dim: int) -> None:
 
     k, device = args.batching, torch.device(args.device)
     c = configs.resolve(None, overrides(args))
-    model = build_model(c["model"], input_dim, args.pdfs).to(device)
+    model = build_model(c.model, input_dim, args.pdfs).to(device)
     batches = [(torch.randn(args.batch, input_dim, device=device),
                 torch.randint(0, args.pdfs, (args.batch,), device=device)) for _ in range(k)]
 
@@ -263,8 +264,8 @@ def batching(args, input_dim: int) -> None:
         return torch.optim.SGD(params, lr=0.01, momentum=0.9)
 
     stacked = StackedWorkers(model, sgd, list(range(k)), device, 0.0)
-    loop = LoopWorkers(model, sgd, list(range(k)), device, 0.0, c["data"])
-    one = LoopWorkers(model, sgd, [0], device, 0.0, c["data"])
+    loop = LoopWorkers(model, sgd, list(range(k)), device, 0.0, c.data)
+    one = LoopWorkers(model, sgd, [0], device, 0.0, c.data)
     times = [best_seconds(lambda w=w, b=b: (w.step(b), synchronize(device)))
              for w, b in ((stacked, batches), (loop, batches), (one, batches[:1]))]
     print(f"(f) DNN {args.layers}x{args.hidden}, {k} workers, one step: stacked "

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 
-import yaml
 
 from emasr.nnet import config as configs, regime as regimes
 
@@ -113,19 +113,16 @@ def make_network_run(root: str, arch: str, strategy: str, seed: int, workers: in
                      hardware: dict | None = None, settings: tuple[str, ...] = ()) -> str:
     """errors: (set, model) -> utt -> substitutions; refs: set -> utt -> text."""
     exp_dir = os.path.join(root, f"{arch}_{strategy}_n{workers}_s{seed}_lr{lr:g}"
-                           + "".join(f"_{s}" for s in settings))
+                           + "".join("_" + re.sub(r"\W+", "-", s) for s in settings))
     os.makedirs(exp_dir)
-    config = {"model": {"type": arch}, "train": {"lr": lr, "init_seed": seed, "epochs": epochs},
-              "sync": {"strategy": strategy, "block_size": 4, "lr_times_workers": lr_times_workers,
-                       "ema_decay": 0.9 if ema else None, "ema_half_life_frames": None}}
-    for key, value in configs.overrides_to_dict(settings).get("sync", {}).items():
-        config["sync"][key] = value
-    with open(os.path.join(exp_dir, "conf.yaml"), "w", encoding="utf-8") as f:
-        yaml.safe_dump(config, f)
-    resolved = configs.resolve(None, [f"sync.strategy={strategy}", "sync.block_size=4",
-                                      f"train.epochs={epochs}", f"train.init_seed={seed}"])
-    regimes.write(regimes.compute(resolved, workers, 3000 * workers, arch == "lstm",
-                                  {"ema": 0.9} if ema else {}, hardware), exp_dir)
+    config = configs.resolve(None, [
+        f"model.type={arch}", f"train.lr={lr}", f"train.init_seed={seed}",
+        f"train.epochs={epochs}", f"sync.strategy={strategy}", "sync.block_size=4",
+        f"sync.lr_times_workers={str(lr_times_workers).lower()}",
+        *(["average.ema_decay=0.9"] if ema else []), *settings])
+    configs.save(config, os.path.join(exp_dir, "conf.yaml"))
+    regimes.write(regimes.compute(config, workers, 3000 * workers, {"ema": 0.9} if ema else {},
+                                  hardware), exp_dir)
     write_metrics(exp_dir, epochs, workers, ema, acc0, seconds_per_epoch)
     for (set_name, model), per_utt in errors.items():
         name = f"decode_{set_name}" + ("" if model == "final" else f"_{model}")

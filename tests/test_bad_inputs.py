@@ -17,7 +17,7 @@ from emasr.nnet import checkpoint
 from conftest import REPO, YESNO, run_script
 from nnet_synthetic import TINY_DNN, make_problem
 
-SETS = sum((["--set", o] for o in TINY_DNN + ["sync.strategy=single", "sync.ema_decay=0.5"]), [])
+SETS = sum((["--set", o] for o in TINY_DNN + ["sync.strategy=single", "average.ema_decay=0.5"]), [])
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -43,7 +43,7 @@ def tiny_workers(kind, precision="fp32", compile_mode=None, impl="default", k=1,
                  tiny=TINY_DNN):
     c = configs.resolve(None, tiny)
     torch.manual_seed(3)
-    model = build_model(c["model"], 12, 5)
+    model = build_model(c.model, 12, 5)
 
     def sgd(params):
         return make_optimizer(lambda p, **kw: torch.optim.SGD(p, lr=0.1, momentum=0.9, **kw),
@@ -52,7 +52,7 @@ def tiny_workers(kind, precision="fp32", compile_mode=None, impl="default", k=1,
     if kind == "stacked":
         return StackedWorkers(copy.deepcopy(model), sgd, seeds, torch.device("cpu"), 0.5,
                               precision=precision, compile_mode=compile_mode)
-    return LoopWorkers(copy.deepcopy(model), sgd, seeds, torch.device("cpu"), 0.5, c["data"],
+    return LoopWorkers(copy.deepcopy(model), sgd, seeds, torch.device("cpu"), 0.5, c.data,
                        precision=precision, compile_mode=compile_mode)
 
 
@@ -123,12 +123,12 @@ def test_every_switch_is_checked(setting, message):
 
 def test_the_defaults_compute_as_before():
     c = configs.resolve(None, [])
-    assert c["data"]["loader"] == "stream" and c["train"]["precision"] == "fp32"
-    assert (c["train"]["tf32"], c["train"]["compile"], c["train"]["optimizer_impl"]) == \
+    assert c.data.loader == "stream" and c.train.precision == "fp32"
+    assert (c.train.tf32, c.train.compile, c.train.optimizer_impl) == \
         (False, False, "default")
-    assert compile_mode(c["train"]) is None
+    assert compile_mode(c.train) is None
     # a checkpoint written before these keys existed resumes: an absent key is its default
-    saved = copy.deepcopy(c)
+    saved = c.to_dict()
     for section, key in (("data", "loader"), ("data", "resident_dtype"), ("train", "precision"),
                          ("train", "tf32"), ("train", "compile"), ("train", "compile_mode")):
         del saved[section][key]

@@ -7,15 +7,14 @@ import math
 import pytest
 
 from emasr.nnet import config as configs, regime
-from emasr.nnet.sync.ema import decay_from_half_life
+from emasr.nnet.averages import decay_from_half_life
 
 
 def small_profile(workers: int, extra=()) -> dict:
     config = configs.resolve(None, ["sync.strategy=bmuf", "sync.block_size=16", "train.epochs=3",
                                     "data.minibatch_frames=256", *extra])
     fps = 256 * 16 * workers
-    return regime.compute(config, workers, 410_000, False,
-                          {"ema": decay_from_half_life(fps, 90_000)})
+    return regime.compute(config, workers, 410_000, {"ema": decay_from_half_life(fps, 90_000)})
 
 
 def test_the_small_profiles_8_worker_regime_by_hand():
@@ -43,14 +42,14 @@ def test_the_data_rule_warns_where_it_is_broken_and_not_where_it_holds():
     # a lower block momentum shortens the filter: 8 workers at eta 0.5 meet it too
     assert regime.warning(small_profile(8, ["sync.block_momentum=0.5"])) is None
     # the rule is BMUF's: MA and one worker have none
-    single = regime.compute(configs.resolve(None, ["sync.strategy=single"]), 1, 1000, False)
+    single = regime.compute(configs.resolve(None, ["sync.strategy=single"]), 1, 1000)
     assert single["data_rule_met"] is None and regime.warning(single) is None
 
 
 def test_an_lstm_minibatch_is_its_chunks_and_the_file_round_trips(tmp_path):
     config = configs.resolve(None, ["model.type=lstm", "data.chunks_per_minibatch=8",
                                     "data.chunk_frames=20", "sync.block_size=4"])
-    r = regime.compute(config, 2, 10_000, True, hardware={"device": "cpu"})
+    r = regime.compute(config, 2, 10_000, hardware={"device": "cpu"})
     assert r["minibatch_frames"] == 160 and r["frames_per_sync"] == 160 * 4 * 2
     regime.write(r, str(tmp_path))
     assert regime.read(str(tmp_path)) == json.loads(json.dumps(r))

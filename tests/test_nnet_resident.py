@@ -28,15 +28,15 @@ def worker_shard(problem, overrides, rank=0, workers=2):
     """(source, worker `rank`'s utterances, config, sequence model?) as the trainer makes them."""
     targets_dir, train_dir, _ = problem
     c = configs.resolve(None, overrides)
-    pipeline, targets = make_pipeline(c["features"]), open_targets(targets_dir)
+    pipeline, targets = make_pipeline(c.features), open_targets(targets_dir)
     source = Source(train_dir, targets_dir, pipeline, targets, pipeline.output_dim(DIM), NUM_PDFS)
     utts = utterances_with_targets(train_dir, targets, targets_dir, "training")
-    return source, shard(utts, c["data"]["seed"], rank, workers), c, c["model"]["type"] == "lstm"
+    return source, shard(utts, c.data.seed, rank, workers), c, c.model.type == "lstm"
 
 
 def resident(problem, overrides, rank=0, epoch=0, **kw):
     source, utts, c, sequence = worker_shard(problem, overrides + RESIDENT)
-    return list(ResidentData(source, utts, c["data"], sequence, rank).minibatches(epoch, **kw))
+    return list(ResidentData(source, utts, c.data, sequence, rank).minibatches(epoch, **kw))
 
 
 def examples(batches):
@@ -66,7 +66,7 @@ def test_splice_offsets_repeat_each_utterances_edge_frames():
 
 def test_dnn_minibatches_hold_every_frame_once_with_its_label(problem):
     source, utts, c, _ = worker_shard(problem, TINY_DNN)
-    assert c["features"]["splice"] == 1   # spliced by offset gathers
+    assert c.features.splice == 1   # spliced by offset gathers
     want = collections.Counter()
     for _, feats, labels in source.utterances(utts):   # the network's inputs, per utterance
         want.update(examples([(torch.from_numpy(feats), torch.from_numpy(labels))]))
@@ -76,17 +76,17 @@ def test_dnn_minibatches_hold_every_frame_once_with_its_label(problem):
     assert set(sizes[:-1]) == {16} and 0 < sizes[-1] <= 16
     assert all(x.dtype == torch.float32 and y.dtype == torch.int64 for x, y in batches)
     # the same examples as the stream loader's epoch, in another order
-    stream = list(TrainingData(source, utts, c["data"], False, 0).minibatches(0))
+    stream = list(TrainingData(source, utts, c.data, False, 0).minibatches(0))
     assert examples(stream) == want
     assert not torch.equal(stream[0][0], batches[0][0])
 
 
 def test_lstm_minibatches_hold_every_chunk_once(problem):
     source, utts, c, _ = worker_shard(problem, LSTM_SPLICED)
-    d = c["data"]
+    d = c.data
     want = collections.Counter()
     for _, feats, labels in source.utterances(utts):
-        x, y = make_chunks(feats, labels, d["chunk_frames"], d["left_context"], d["output_delay"])
+        x, y = make_chunks(feats, labels, d.chunk_frames, d.left_context, d.output_delay)
         want.update(examples([(torch.from_numpy(x), torch.from_numpy(y))]))
     batches = resident(problem, LSTM_SPLICED)
     assert examples(batches) == want and sum(want.values()) > 20
@@ -111,7 +111,7 @@ PARTS = ["data.resident_part_frames=40"]   # a shard of 8 utterances of 10-20 ne
 
 def in_parts(problem, tiny, epoch=0, **kw):
     source, utts, c, sequence = worker_shard(problem, tiny + RESIDENT + PARTS)
-    data = training_data("resident", source, utts, c["data"], sequence, 0, torch.device("cpu"))
+    data = training_data("resident", source, utts, c.data, sequence, 0, torch.device("cpu"))
     assert isinstance(data, ResidentParts)
     return data, list(data.minibatches(epoch, **kw))
 
@@ -160,7 +160,7 @@ def dev_results(exp):
     ["sync.strategy=bmuf", "dist.workers_per_process=2", "train.epochs=6"],
 ], ids=["single", "bmuf-2-virtual"])
 def test_training_with_the_resident_loader_learns(problem, tmp_path, extra):
-    base = TINY_DNN + extra + ["train.lr=0.1", "sync.ema_decay=0.5"]
+    base = TINY_DNN + extra + ["train.lr=0.1", "average.ema_decay=0.5"]
     run_ok(train(problem, tmp_path / "stream", base), tmp_path / "stream")
     run_ok(train(problem, tmp_path / "resident", base + RESIDENT), tmp_path / "resident")
     stream, ours = dev_results(tmp_path / "stream"), dev_results(tmp_path / "resident")
@@ -178,7 +178,7 @@ def test_training_with_the_resident_loader_learns(problem, tmp_path, extra):
     TINY_DNN + ["sync.strategy=bmuf", "dist.workers_per_process=2"] + PARTS,
 ], ids=["dnn-single", "lstm-bmuf-2-virtual", "dnn-bmuf-2-virtual-in-parts"])
 def test_resume_of_a_resident_run_is_exact(problem, tmp_path, tiny):
-    base = tiny + RESIDENT + ["sync.ema_decay=0.9", "model.dropout=0.2", "train.epochs=2",
+    base = tiny + RESIDENT + ["average.ema_decay=0.9", "model.dropout=0.2", "train.epochs=2",
                               "train.checkpoint_every_blocks=3"]
     assert_mid_epoch_resume_is_exact(problem, tmp_path, base)
     # where the shard lives may change on resume; the loader may not
@@ -191,7 +191,7 @@ def test_resume_of_a_resident_run_is_exact(problem, tmp_path, tiny):
 
 def test_the_shard_is_loaded_once_into_one_tensor(problem):
     source, utts, c, _ = worker_shard(problem, TINY_DNN + RESIDENT)
-    data = ResidentData(source, utts, c["data"], False, 0)
+    data = ResidentData(source, utts, c.data, False, 0)
     frames = [sum(len(y) for _, y in data.minibatches(0))]
     where = data.feats.data_ptr()
     frames += [sum(len(y) for _, y in data.minibatches(epoch)) for epoch in (1, 2)]
@@ -206,7 +206,7 @@ def test_a_group_of_shards_gathers_every_workers_minibatch_at_once(problem, tiny
     # shard yields it, as long as every worker has one; full steps come as one [K, B, ...] gather
     def shards():
         return [ResidentData(*worker_shard(problem, tiny + RESIDENT, rank, 3)[:2],
-                             worker_shard(problem, tiny + RESIDENT)[2]["data"],
+                             worker_shard(problem, tiny + RESIDENT)[2].data,
                              tiny is LSTM_SPLICED, rank) for rank in range(3)]
 
     group, apart = ResidentGroup(shards()), shards()

@@ -23,7 +23,8 @@ from emasr.nnet.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
 from emasr.nnet.averages import build_averagers
 from emasr.nnet.sync import make_rule
-from emasr.nnet.trainer import Trainer, make_pipeline, open_targets, predict
+from emasr.nnet.trainer import Trainer, make_pipeline, open_targets
+from emasr.nnet.workers import predict
 from emasr.report.metrics import read_metrics
 from conftest import REPO, run_script
 from nnet_synthetic import (DIM, NUM_PDFS, TINY_DNN, TINY_LSTM, make_corpus, make_problem,
@@ -65,24 +66,22 @@ def simulate(problem, workers, overrides):
     """The same algorithm in one process: N local models, tau local steps, mean, rule, EMA."""
     targets_dir, train_dir, _ = problem
     c = configs.resolve(None, overrides)
-    pipeline, targets = make_pipeline(c["features"]), open_targets(targets_dir)
+    pipeline, targets = make_pipeline(c.features), open_targets(targets_dir)
     source = Source(train_dir, targets_dir, pipeline, targets, pipeline.output_dim(DIM), NUM_PDFS)
     utts = utterances_with_targets(train_dir, targets, targets_dir, "training")
-    torch.manual_seed(c["train"]["init_seed"])
-    initial = build_model(c["model"], source.input_dim, NUM_PDFS)
+    torch.manual_seed(c.train.init_seed)
+    initial = build_model(c.model, source.input_dim, NUM_PDFS)
     models = [copy.deepcopy(initial) for _ in range(workers)]
-    lr = c["train"]["lr"] * (workers if c["sync"]["lr_times_workers"] else 1)
-    optimizers = [torch.optim.SGD(m.parameters(), lr=lr, momentum=c["train"]["momentum"])
+    lr = c.train.lr * (workers if c.sync.lr_times_workers else 1)
+    optimizers = [torch.optim.SGD(m.parameters(), lr=lr, momentum=c.train.momentum)
                   for m in models]
-    data = [TrainingData(source, shard(utts, c["data"]["seed"], r, workers), c["data"],
-                         initial.sequence_model, r) for r in range(workers)]
-    s = c["sync"]
-    rule = make_rule(s["strategy"], workers, s["block_lr"], s["block_momentum"], s["nesterov"],
-                     s["warmup_blocks"])
+    data = [TrainingData(source, shard(utts, c.data.seed, r, workers), c.data,
+                         c.architecture.mode.sequence, r) for r in range(workers)]
+    rule = make_rule(c.sync, workers)
     rule.start(model_to_vector(initial))
     averagers = build_averagers(c, 0)
-    tau = s["block_size"]
-    for epoch in range(c["train"]["epochs"]):
+    tau = c.sync.block_size
+    for epoch in range(c.train.epochs):
         streams = [d.minibatches(epoch) for d in data]
         while True:
             blocks = [[b for _, b in zip(range(tau), stream)] for stream in streams]
@@ -91,11 +90,11 @@ def simulate(problem, workers, overrides):
             for model, optimizer, block in zip(models, optimizers, blocks):
                 for x, y in block:
                     optimizer.zero_grad()
-                    out = predict(model, x, c["data"])
+                    out = predict(model, x, c.data)
                     F.nll_loss(out.reshape(-1, NUM_PDFS), y.reshape(-1), ignore_index=-100).backward()
-                    if c["train"]["max_grad_norm"]:
+                    if c.train.max_grad_norm:
                         torch.nn.utils.clip_grad_norm_(model.parameters(),
-                                                       c["train"]["max_grad_norm"])
+                                                       c.train.max_grad_norm)
                     optimizer.step()
             restart = rule.step(torch.stack([model_to_vector(m) for m in models]).mean(0))
             for averager in averagers.values():
@@ -115,15 +114,15 @@ def saved_vector(path):
 
 
 @pytest.mark.parametrize("workers,extra", [
-    (2, TINY_DNN + ["sync.strategy=bmuf", "sync.nesterov=true", "sync.ema_decay=0.8",
+    (2, TINY_DNN + ["sync.strategy=bmuf", "sync.nesterov=true", "average.ema_decay=0.8",
                     "sync.warmup_blocks=2", "average.cumulative_start=0.0", "average.last_k=2",
                     "train.epochs=3"]),
-    pytest.param(4, TINY_DNN + ["sync.strategy=ma", "sync.ema_decay=0.5", "sync.lr_times_workers=true",
+    pytest.param(4, TINY_DNN + ["sync.strategy=ma", "average.ema_decay=0.5", "sync.lr_times_workers=true",
                                 "data.minibatch_frames=8"], marks=pytest.mark.slow),
     # block momentum 0.9 at 2 workers asks for 1519 frames an epoch: the data rule is broken
     pytest.param(2, TINY_LSTM + ["sync.strategy=bmuf", "sync.nesterov=false",
                                  "sync.block_momentum=0.9", "train.max_grad_norm=0.5",
-                                 "sync.ema_decay=0.7"],
+                                 "average.ema_decay=0.7"],
                  marks=pytest.mark.slow),
 ], ids=["2-dnn-bmuf-nesterov", "4-dnn-ma", "2-lstm-bmuf-classic"])
 def test_torchrun_workers_match_single_process_simulation(problem, tmp_path, workers, extra,
@@ -176,7 +175,7 @@ def interrupt_after(exp, kept: str, results: list[str]) -> None:
 
 @pytest.mark.parametrize("tiny", [TINY_DNN, TINY_LSTM], ids=["dnn", "lstm"])
 def test_resume_is_exact(problem, tmp_path, tiny):
-    base = tiny + ["sync.strategy=single", "sync.ema_decay=0.9", "train.schedule=newbob",
+    base = tiny + ["sync.strategy=single", "average.ema_decay=0.9", "train.schedule=newbob",
                    "train.newbob_start_halving=0.5",   # newbob halves: its state must resume too
                    "average.cumulative_start=0.0", "average.last_k=1"]
     assert train(problem, tmp_path / "a", base + ["train.epochs=2"]).exit_code == 0
@@ -196,6 +195,45 @@ def test_resume_is_exact(problem, tmp_path, tiny):
     # a different configuration must not resume
     bad = train(problem, tmp_path / "b", base + ["train.epochs=3", "train.lr=0.5"], resume=True)
     assert bad.exit_code != 0 and "train.lr: 0.05 -> 0.5" in bad.output
+
+
+def test_several_emas_each_equal_a_run_with_that_half_life_alone_and_resume_exactly(problem,
+                                                                                   tmp_path):
+    base = TINY_DNN + ["sync.strategy=single", "train.epochs=2"]
+    both = base + ["average.ema_half_life_frames=[200, 1000]"]
+    assert train(problem, tmp_path / "both", both).exit_code == 0
+    assert sorted(p.name for p in (tmp_path / "both").glob("ema*.pt")) == \
+        ["ema_1000.pt", "ema_200.pt"]
+    for frames in (200, 1000):
+        alone = tmp_path / f"alone{frames}"
+        assert train(problem, alone, base + [f"average.ema_half_life_frames={frames}"]
+                     ).exit_code == 0
+        assert state_dicts_equal(alone / "ema.pt", tmp_path / "both" / f"ema_{frames}.pt")
+        assert state_dicts_equal(alone / "final.pt", tmp_path / "both" / "final.pt")
+    assert not state_dicts_equal(tmp_path / "both" / "ema_200.pt",
+                                 tmp_path / "both" / "ema_1000.pt")
+    # the regime names each EMA with its decay and half-life; resume mid-run is exact
+    regime = json.loads((tmp_path / "both" / "regime.json").read_text())
+    assert [e["name"] for e in regime["emas"]] == ["ema_200", "ema_1000"]
+    assert regime["emas"][0]["half_life_frames"] == pytest.approx(200)
+    mid = both + ["train.checkpoint_every_blocks=3"]
+    assert train(problem, tmp_path / "mid", mid).exit_code == 0
+    interrupt_after(tmp_path / "mid", "epoch000-block000003",
+                    ["final.pt", "ema_200.pt", "ema_1000.pt"])
+    assert train(problem, tmp_path / "mid", mid, resume=True).exit_code == 0
+    for name in ("final.pt", "ema_200.pt", "ema_1000.pt"):
+        assert state_dicts_equal(tmp_path / "both" / name, tmp_path / "mid" / name), name
+
+
+def test_the_ema_can_start_after_bmufs_warm_up(problem, tmp_path):
+    base = TINY_DNN + ["sync.strategy=bmuf", "sync.warmup_blocks=2", "train.epochs=1",
+                       "average.ema_decay=0.5"]
+    assert train_sh(problem, tmp_path / "first", 2, base).returncode == 0
+    after = train_sh(problem, tmp_path / "after", 2, base + ["average.ema_after_warmup=true"])
+    assert after.returncode == 0, after.stderr
+    # the same global model; the EMAs differ, the later one starting from the third sync's W_g
+    assert state_dicts_equal(tmp_path / "first" / "final.pt", tmp_path / "after" / "final.pt")
+    assert not state_dicts_equal(tmp_path / "first" / "ema.pt", tmp_path / "after" / "ema.pt")
 
 
 def test_metrics_records_reach_the_file_at_checkpoints_and_at_the_end(problem, tmp_path):
@@ -320,7 +358,7 @@ def test_unreachable_peers_time_out_with_a_clear_error(problem, tmp_path):
 def test_nnet_forward_writes_log_likelihoods(problem, tmp_path, tiny):
     targets, _, dev_dir = problem
     assert train(problem, tmp_path / "exp", tiny + ["sync.strategy=single",
-                                                    "sync.ema_decay=0.5"]).exit_code == 0
+                                                    "average.ema_decay=0.5"]).exit_code == 0
     ark, scp = tmp_path / "ll.ark", tmp_path / "ll.scp"
     result = CliRunner().invoke(main, ["nnet-forward", "--model", "ema", str(tmp_path / "exp"),
                                        dev_dir, f"ark,scp:{ark},{scp}"])
@@ -347,7 +385,7 @@ def test_nnet_forward_writes_log_likelihoods(problem, tmp_path, tiny):
 ], ids=["dnn", "lstm"])
 def test_every_strategy_learns(problem, tmp_path, tiny, schedule, strategy):
     result = train(problem, tmp_path / "exp", tiny + schedule + [f"sync.strategy={strategy}",
-                                                                 "sync.ema_decay=0.5"])
+                                                                 "average.ema_decay=0.5"])
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in open(tmp_path / "exp" / "metrics.jsonl")]
     last = [r for r in records if r["type"] == "epoch"][-1]

@@ -9,7 +9,7 @@ from emasr.nnet.data import IGNORE, make_chunks, shard, shuffled_batches
 from emasr.nnet.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
 from emasr.nnet.averages import (CumulativeAverage, LastEpochsAverage, build_averagers,
-                                 enabled_names)
+                                 kept_models)
 from emasr.nnet.schedule import LearningRateSchedule
 from emasr.nnet.workers import batch_stats, correct_frames, summed
 from conftest import REPO
@@ -18,11 +18,26 @@ from conftest import REPO
 def test_config_layers_defaults_file_and_overrides(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("model:\n  type: lstm\n  hidden_size: 64\ntrain:\n  lr: 0.5\n")
-    c = configs.resolve(str(path), ["train.lr=0.25", "sync.ema_decay=0.99", "model.proj_size=16"])
-    assert c["model"] == {"type": "lstm", "num_layers": 3, "hidden_size": 64, "proj_size": 16,
-                          "dropout": 0.0}
-    assert c["train"]["lr"] == 0.25 and c["sync"]["ema_decay"] == 0.99
-    assert c["train"]["momentum"] == configs.DEFAULTS["train"]["momentum"]
+    c = configs.resolve(str(path), ["train.lr=0.25", "average.ema_decay=0.99", "model.proj_size=16"])
+    assert c.model.to_dict() == {"type": "lstm", "num_layers": 3, "hidden_size": 64,
+                                 "proj_size": 16, "dropout": 0.0}
+    assert c.train.lr == 0.25 and c.average.ema_decay == 0.99
+    assert c.train.momentum == configs.TrainConfig().momentum
+    # every value has its type once resolved: an int given for a float is a float
+    assert isinstance(configs.resolve(None, ["train.lr=1"]).train.lr, float)
+
+
+def test_moved_keys_and_misspelt_sections_are_named():
+    with pytest.raises(configs.ConfigError, match=r"'sync.ema_decay' is now 'average.ema_decay'"):
+        configs.resolve(None, ["sync.ema_decay=0.9"])
+    with pytest.raises(configs.ConfigError, match=r"unknown configuration key 'trian'"):
+        configs.resolve(None, ["trian.lr=0.1"])
+    with pytest.raises(configs.ConfigError, match=r"'average.ema_half_life_frames\[1\]' must be "
+                                                 r"a number"):
+        configs.resolve(None, ["average.ema_half_life_frames=[1000, fast]"])
+    # a saved conf.yaml of the old layout is read with the key where it went
+    old = {"sync": {"strategy": "bmuf", "ema_half_life_frames": 5000}}
+    assert configs.from_saved(old).average.ema_half_life_frames == 5000.0
 
 
 def test_config_rejects_unknown_keys_and_bad_values():
@@ -31,7 +46,7 @@ def test_config_rejects_unknown_keys_and_bad_values():
     with pytest.raises(configs.ConfigError, match="sync.strategy"):
         configs.resolve(None, ["sync.strategy=async"])
     with pytest.raises(configs.ConfigError, match="not both"):
-        configs.resolve(None, ["sync.ema_decay=0.9", "sync.ema_half_life_frames=1000"])
+        configs.resolve(None, ["average.ema_decay=0.9", "average.ema_half_life_frames=1000"])
     with pytest.raises(configs.ConfigError, match="max_grad_norm"):
         configs.resolve(None, ["train.max_grad_norm=-1"])
     with pytest.raises(configs.ConfigError, match="hidden_size"):   # an LSTM key on a DNN
@@ -44,19 +59,19 @@ def test_config_rejects_unknown_keys_and_bad_values():
     with pytest.raises(configs.ConfigError, match=r"'sync.nesterov' must be true or false"):
         configs.resolve(None, ["sync.nesterov=3"])
     # YAML 1.1 reads 1e-3 as a string: it is the number it says
-    assert configs.resolve(None, ["train.lr=1e-3"])["train"]["lr"] == 0.001
+    assert configs.resolve(None, ["train.lr=1e-3"]).train.lr == 0.001
 
 
 def test_config_differences_ignore_resumable_keys():
     a = configs.resolve(None, [])
     b = configs.resolve(None, ["train.epochs=99", "train.lr=0.3"])
-    assert configs.differences(a, b) == ["train.lr: 0.1 -> 0.3"]
+    assert configs.differences(a.to_dict(), b) == ["train.lr: 0.1 -> 0.3"]
 
 
 @pytest.mark.parametrize("name", ["dnn", "lstm"])
 def test_shipped_configs_resolve(name):
     c = configs.resolve(str(REPO / "conf" / "nnet" / f"{name}.yaml"))
-    assert c["model"]["type"] == name
+    assert c.model.type == name and c.architecture.name == name
 
 
 def test_models_output_log_posteriors():
@@ -201,10 +216,17 @@ def test_last_k_average_of_known_epochs():
 
 
 def test_averaged_models_are_registered_once_and_follow_the_config():
-    config = configs.resolve(None, ["sync.ema_decay=0.9", "average.last_k=3"])
-    assert enabled_names(config) == ["ema", "lastk"]
+    config = configs.resolve(None, ["average.ema_decay=0.9", "average.last_k=3"])
+    assert kept_models(config.average) == ["ema", "lastk"]
     assert set(build_averagers(config, 100)) == {"ema", "lastk"}
-    assert enabled_names({"sync": {"ema_half_life_frames": 10}}) == ["ema"]   # an old conf.yaml
+    # several half-lives: one EMA each, named by its half-life in frames
+    several = configs.resolve(None, ["average.ema_half_life_frames=[3e4, 90000]"])
+    assert kept_models(several.average) == ["ema_30000", "ema_90000"]
+    decays = {n: a.decay for n, a in build_averagers(several, 100).items()}
+    assert decays == pytest.approx({"ema_30000": 0.5 ** (100 / 3e4),
+                                    "ema_90000": 0.5 ** (100 / 9e4)})
+    with pytest.raises(configs.ConfigError, match="name the same model"):
+        configs.resolve(None, ["average.ema_half_life_frames=[1000, 1000.2]"])
     with pytest.raises(configs.ConfigError, match="cumulative_start"):
         configs.resolve(None, ["average.cumulative_start=1.5"])
 

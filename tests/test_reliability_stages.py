@@ -94,7 +94,7 @@ def test_killed_make_fbank_leaves_no_feats_and_reruns_to_identical_outputs(tmp_p
 @pytest.mark.slow
 def test_killed_training_resumes_to_identical_models(tmp_path):
     problem = make_problem(str(tmp_path), train_speakers=6, utts_per_speaker=6)
-    opts = TINY_DNN + ["sync.strategy=single", "sync.ema_decay=0.8", "train.epochs=6",
+    opts = TINY_DNN + ["sync.strategy=single", "average.ema_decay=0.8", "train.epochs=6",
                        "train.checkpoint_every_blocks=2"]
 
     def train_sh(exp, resume):

@@ -18,7 +18,7 @@ from nnet_synthetic import TINY_DNN, make_problem
 
 # Enough blocks that a kill after the first checkpoint lands well before the end; a checkpoint
 # every 2 blocks so the restart resumes mid-epoch.
-OVERRIDES = TINY_DNN + ["sync.strategy=bmuf", "sync.ema_decay=0.8", "train.schedule=constant",
+OVERRIDES = TINY_DNN + ["sync.strategy=bmuf", "average.ema_decay=0.8", "train.schedule=constant",
                         "train.epochs=5", "train.checkpoint_every_blocks=2"]
 
 

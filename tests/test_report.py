@@ -182,7 +182,8 @@ def test_report_with_nothing_run_still_has_every_row(tmp_path):
     result = CliRunner().invoke(main, ["report", "--out", str(out), str(empty)])
     assert result.exit_code == 0, result.output
     rows = table_rows(out.read_text(), "Networks")
-    assert len(rows) == 20 and all(r[2] == "not run" for r in rows.values())   # 10 labels x 2 archs
+    # every registered rule alone and with each averaged model: 3 x 4 labels x 2 archs
+    assert len(rows) == 24 and all(r[2] == "not run" for r in rows.values())
     assert (tmp_path / "plots" / "dev_frame_accuracy.png").read_bytes()[:8] == PNG_MAGIC
     assert "Speed-up against workers: not measured" in out.read_text()
 
@@ -436,3 +437,27 @@ def test_the_loss_plot_stays_readable_when_a_run_diverges(tmp_path):
     low, high = ax.get_ylim()
     # the single run's losses (0.3 to 1.5) span a visible share of the axis next to the spike
     assert np.log10(1.5 / 0.3) / np.log10(high / low) > 0.1
+
+
+def test_the_ema_row_is_the_half_life_chosen_on_dev_and_the_others_are_listed(tmp_path):
+    refs = {"dev": reference_texts(10, seed=12), "test": reference_texts(10, seed=13)}
+    errors = {("dev", "final"): 3, ("test", "final"): 3,
+              ("dev", "ema_1000"): 2, ("test", "ema_1000"): 4,     # worse on test, better on dev
+              ("dev", "ema_3000"): 1, ("test", "ema_3000"): 5}
+    exp = make_network_run(str(tmp_path), "dnn", "bmuf", 1, 2, False, refs,
+                           {k: uniform(refs[k[0]], n) for k, n in errors.items()},
+                           settings=("average.ema_half_life_frames=[1000, 3000]",))
+    out = tmp_path / "R.md"
+    result = CliRunner().invoke(main, ["report", "--out", str(out), "--archs", "dnn",
+                                       "--strategies", "bmuf bmuf+ema", "--replications", "100",
+                                       exp])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    # dev chose ema_3000 (10% against 20%): the row reports its test CER, 50%, not the best 40%
+    assert table_rows(text, "Networks")[("DNN", "BMUF+EMA")][8].startswith("50.00 [")
+    section = text.split("## Averaged models chosen on dev")[1].split("\n## ")[0]
+    sweep = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
+             if line.startswith("| DNN")]
+    assert [cells[4] for cells in sweep] == ["ema_1000", "ema_3000"]
+    assert [cells[9:] for cells in sweep] == [["20.00", "40.00", ""],
+                                              ["10.00", "50.00", "**chosen**"]]

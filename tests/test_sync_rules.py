@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from emasr.nnet.sync import (BlockMomentum, ExponentialMovingAverage, ModelAveraging, NoSync,
-                             decay_from_half_life, make_rule)
+from emasr.nnet import config as configs
+from emasr.nnet.averages import ExponentialMovingAverage, decay_from_half_life
+from emasr.nnet.sync import BlockMomentum, ModelAveraging, NoSync, make_rule
 
 
 def run_rule(rule, workers, w0, blocks, tau, lr, ema=None):
@@ -177,7 +178,9 @@ def test_ma_matches_reference(n):
 def test_bmuf_matches_reference(n, zeta, nesterov):
     workers = toy_workers(n, seed=n)
     eta = 1 - 1 / n
-    rule = make_rule("bmuf", n, block_lr=zeta, nesterov=nesterov)
+    sync = configs.resolve(None, [f"sync.block_lr={zeta}",
+                                  f"sync.nesterov={str(nesterov).lower()}"]).sync
+    rule = make_rule(sync, n)   # the default block momentum, 1 - 1/N
     assert rule.eta == pytest.approx(eta)
     got, got_ema = run_rule(rule, workers, [0.3, 0.2, -1.0], 8, 2, 0.05,
                             ExponentialMovingAverage(0.9))
@@ -210,8 +213,20 @@ def test_ema_never_changes_the_global_trajectory(rule_factory):
 
 
 def test_single_rule_rejects_several_workers():
-    with pytest.raises(ValueError, match="single"):
-        make_rule("single", 2)
+    with pytest.raises(configs.ConfigError, match="single"):
+        make_rule(configs.resolve(None, ["sync.strategy=single"]).sync, 2)
+
+
+def test_the_registry_builds_each_rule_from_its_keys():
+    bmuf = make_rule(configs.resolve(None, ["sync.block_lr=0.5", "sync.nesterov=false",
+                                            "sync.warmup_blocks=3"]).sync, 8)
+    assert (bmuf.eta, bmuf.zeta, bmuf.nesterov, bmuf.warmup_blocks) == (0.875, 0.5, False, 3)
+    eta = make_rule(configs.resolve(None, ["sync.block_momentum=0.5"]).sync, 8).eta
+    assert eta == 0.5
+    assert isinstance(make_rule(configs.resolve(None, ["sync.strategy=ma"]).sync, 4),
+                      ModelAveraging)
+    with pytest.raises(configs.ConfigError, match=r"sync.block_momentum must be in \[0, 1\)"):
+        configs.resolve(None, ["sync.block_momentum=1.2"])
 
 
 def test_decay_from_half_life():

@@ -24,13 +24,13 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 # dropout stream and gradient clipping.
 PER_WORKER = ["model.dropout=0.2", "train.max_grad_norm=0.5"]
 DNN_BMUF = TINY_DNN + PER_WORKER + ["sync.strategy=bmuf", "sync.nesterov=true",
-                                    "sync.warmup_blocks=1", "sync.ema_half_life_frames=200",
+                                    "sync.warmup_blocks=1", "average.ema_half_life_frames=200",
                                     "average.cumulative_start=0.0", "train.epochs=2"]
 DNN_MA = TINY_DNN + PER_WORKER + ["sync.strategy=ma", "sync.lr_times_workers=true",
-                                  "sync.ema_decay=0.5", "data.minibatch_frames=8",
+                                  "average.ema_decay=0.5", "data.minibatch_frames=8",
                                   "train.lr=0.02", "train.epochs=2"]
 LSTM_BMUF = TINY_LSTM + PER_WORKER + ["sync.strategy=bmuf", "sync.nesterov=false",
-                                      "sync.ema_decay=0.7", "train.epochs=2"]
+                                      "average.ema_decay=0.7", "train.epochs=2"]
 
 
 def train_sh(problem, exp, workers, per_process, overrides):  # noqa: F811
@@ -110,7 +110,7 @@ def assert_mid_epoch_resume_is_exact(problem, tmp_path, base):
 
 @pytest.mark.parametrize("tiny", [TINY_DNN, TINY_LSTM], ids=["dnn-stacked", "lstm-loop"])
 def test_resume_of_virtual_workers_is_exact(problem, tmp_path, tiny):
-    base = tiny + PER_WORKER + ["sync.strategy=bmuf", "sync.ema_decay=0.9",
+    base = tiny + PER_WORKER + ["sync.strategy=bmuf", "average.ema_decay=0.9",
                                 "dist.workers_per_process=2", "train.epochs=2",
                                 "train.checkpoint_every_blocks=3"]
     kept = assert_mid_epoch_resume_is_exact(problem, tmp_path, base)
@@ -121,7 +121,7 @@ def test_resume_of_virtual_workers_is_exact(problem, tmp_path, tiny):
 def tiny_model(tiny, **extra):
     c = configs.resolve(None, tiny + [f"model.{k}={v}" for k, v in extra.items()])
     torch.manual_seed(3)
-    return build_model(c["model"], 12, 5), c
+    return build_model(c.model, 12, 5), c
 
 
 @pytest.mark.parametrize("norm", ["none", "layernorm"])
@@ -144,7 +144,7 @@ def test_stacked_step_is_k_independent_workers(norm):
     got = [stacked.step(batches) for batches in steps]
     for k, seed in enumerate(seeds):
         torch.manual_seed(seed)
-        one = LoopWorkers(copy.deepcopy(model), sgd, [seed], torch.device("cpu"), 0.2, c["data"])
+        one = LoopWorkers(copy.deepcopy(model), sgd, [seed], torch.device("cpu"), 0.2, c.data)
         one.train()
         for batches, stats in zip(steps, got):
             torch.testing.assert_close(one.step([batches[k]])[0], stats[k], rtol=1e-5, atol=1e-5)
@@ -170,7 +170,7 @@ def test_the_sync_takes_the_mean_of_the_k_models_in_float64(tiny, extra):
     model, c = tiny_model(tiny, **extra)
     workers = (StackedWorkers if can_stack(model) else LoopWorkers)(
         model, lambda p: torch.optim.SGD(p, lr=0.1), [1, 2, 3], torch.device("cpu"), 0.0,
-        **({} if can_stack(model) else {"data_config": c["data"]}))
+        **({} if can_stack(model) else {"data_config": c.data}))
     rng = torch.Generator().manual_seed(4)
     with torch.no_grad():
         for column in workers.columns():
@@ -198,8 +198,8 @@ def test_the_lstm_and_batchnorm_run_as_a_loop():
 
 
 @pytest.mark.parametrize("value,message", [
-    ("0", "integer >= 1"), ("1.5", "integer >= 1"), ("true", "must be a number"),
-    ("two", "must be a number"),
+    ("0", "integer >= 1"), ("1.5", "must be an integer"), ("true", "must be an integer"),
+    ("two", "must be an integer"),
 ])
 def test_workers_per_process_must_be_a_positive_integer(value, message):
     with pytest.raises(configs.ConfigError, match=message):

@@ -41,7 +41,8 @@ lrs=                # learning-rate grid, tuned per strategy on dev frame accura
                     # config's lr, no grid), e.g. "0.05 0.1 0.2"
 epochs=             # network epochs (default: per profile)
 block_size=         # tau: minibatches between syncs (default: per profile)
-ema_half_life_frames=  # EMA half life in training frames (default: per profile)
+ema_half_life_frames=  # EMA half-life in training frames, or a list "30000,90000": one EMA each,
+                    # every one decoded, the report's +ema row the best on dev (default: per profile)
 avg_start=          # +avg: the cumulative average starts at this fraction of the run (default 0.5)
 last_k=             # +lastk: epochs averaged (default: per profile)
 ma_lr_times_workers=true  # MA workers at N x the learning rate (Kaldi's rule); false: 1 x
@@ -109,7 +110,9 @@ Options:
   --ma-lr-times-workers true|false  MA at N x the learning rate (default true)
   --seeds '1 2 3'               seeds of every network run (default 1)
   --lrs '0.05 0.1 0.2'          learning-rate grid, the best on dev frame accuracy is reported
-  --epochs N --block-size TAU --ema-half-life-frames F --nnet-opts 'key=value ...'
+  --epochs N --block-size TAU --nnet-opts 'key=value ...'
+  --ema-half-life-frames 'F[,F...]'  the EMA's half-life; a list keeps one EMA each, all decoded,
+                                the +ema row the one best on dev
   --dnn-opts '...' --lstm-opts '...'  config overrides of one architecture, after the profile's
   --nnet-dir DIR                where the network runs go (default $nnet_dir)
   --nnet-train-opts '...'       extra options of steps/nnet/train.sh (e.g. --torchrun-opts)
@@ -548,14 +551,15 @@ if stage_on 9; then
   log "stage 9: decoding dev and test with $(echo $selected | wc -w) network(s)"
   for dir in $selected; do
     read -r _ _ base workers _ < <(nnet_runs | grep "^$dir ")
-    models=final   # and the averaged models the rows ask for (ema.pt, avg.pt ..)
+    models=final   # and the averaged models the rows ask for (ema.pt or ema_<frames>.pt, avg.pt ..)
     for model in $(averaged_models "$base"); do
-      [ -f "$dir/$model.pt" ] || { log "expected $dir/$model.pt (the row $base+$model)"; exit 1; }
       if [ "$model" != ema ] && [ -n "$controls_decoded_at" ] && \
          ! [[ " $controls_decoded_at " == *" $workers "* ]]; then
         continue   # a control at a worker count left to its dev frame accuracy
       fi
-      models="$models $model"
+      kept=$(cd "$dir" && ls "$model.pt" "${model}"_*.pt 2> /dev/null | sed 's/\.pt$//' || true)
+      [ -n "$kept" ] || { log "expected $dir/$model.pt or ${model}_*.pt (the row $base+$model)"; exit 1; }
+      models="$models $kept"   # several EMAs (one per half-life): the report picks one on dev
     done
     for model in $models; do
       for x in dev test; do

@@ -4,8 +4,11 @@ Each follows the global model W_g on every rank (every rank has W_g after a sync
 to the workers, so it changes nothing they compute and costs no communication, and is written by
 rank 0 as its own model file, decodable like final.pt:
 
-- ``ema`` (Tian et al. 2017): W_ema <- alpha * W_ema + (1 - alpha) * W_g after every sync
-  (`sync.ema_decay`, or `sync.ema_half_life_frames`);
+- ``ema`` (Tian et al. 2017): W_ema <- alpha * W_ema + (1 - alpha) * W_g after every sync, started
+  at the first synchronized W_g (`average.ema_decay`, or `average.ema_half_life_frames`, from
+  which alpha per sync is derived). A list of half-lives keeps one EMA each, `ema_<frames>.pt`
+  (one value keeps `ema.pt`): they are free beside training, and the recipe picks the half-life
+  on dev as it picks the LM weight. `average.ema_after_warmup` starts them after BMUF's warm-up;
 - ``avg``: the cumulative (uniform) average of W_g over the syncs after a start point
   (`average.cumulative_start`, a fraction of the run's planned frames; icefall's
   `--use-averaged-model`);
@@ -13,8 +16,10 @@ rank 0 as its own model file, decodable like final.pt:
   ESPnet/WeNet checkpoint averaging).
 
 The controls answer how much of the EMA's gain is averaging at all. AVERAGED_MODELS is the one
-registry: the trainer, the model files (<name>.pt), the decode dirs (decode_<set>_<name>), the
-metrics (dev_acc_<name>), the recipe's `<strategy>+<name>` rows and the report read it.
+registry: an averaged model is a class here plus one entry, and the entry carries its keys in the
+`average` section and their check, the model files it keeps (<name>.pt), the decode dirs
+(decode_<set>_<name>), the metrics (dev_acc_<name>), the recipe's `<strategy>+<family>` rows and
+the report's label and plot style.
 """
 from __future__ import annotations
 
@@ -24,16 +29,59 @@ from typing import Callable
 
 import torch
 
-from emasr.nnet.sync.ema import ExponentialMovingAverage, decay_from_half_life
+from emasr.nnet.sections import ConfigError, Section
 from emasr.nnet.sync.state import copy_or_none
+
+
+def decay_from_half_life(frames_per_sync: float, half_life_frames: float) -> float:
+    """alpha such that the weight of a model halves after `half_life_frames` training frames:
+    alpha = 0.5 ** (frames_per_sync / half_life_frames), frames counted over all workers."""
+    if half_life_frames <= 0 or frames_per_sync <= 0:
+        raise ValueError(f"half life ({half_life_frames}) and frames per sync ({frames_per_sync}) "
+                         "must be positive")
+    return 0.5 ** (frames_per_sync / half_life_frames)
+
+
+class ExponentialMovingAverage:
+    """W_ema <- alpha * W_ema + (1 - alpha) * W_g after every sync from the `start`-th on (0: the
+    first), started at that sync's W_g."""
+
+    def __init__(self, decay: float, start: int = 0) -> None:
+        if not 0.0 <= decay < 1.0:
+            raise ValueError(f"EMA decay must be in [0, 1), got {decay}")
+        self.decay, self.start = decay, start
+        self.average: torch.Tensor | None = None
+        self.updates = 0
+        self.syncs = 0      # syncs seen, the skipped ones included
+
+    def update(self, global_model: torch.Tensor, progress: float = 0.0) -> None:
+        self.syncs += 1
+        if self.syncs <= self.start:
+            return
+        if self.average is None:
+            self.average = global_model.detach().clone()
+        else:
+            # alpha * average + (1 - alpha) * W_g in one pass over the vector
+            self.average.lerp_(global_model, 1.0 - self.decay)
+        self.updates += 1
+
+    def end_epoch(self, global_model: torch.Tensor) -> None:
+        pass
+
+    def state_dict(self) -> dict:
+        return {"decay": self.decay, "start": self.start, "average": copy_or_none(self.average),
+                "updates": self.updates, "syncs": self.syncs}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.decay, self.start = state["decay"], state["start"]
+        self.average = copy_or_none(state["average"])
+        self.updates, self.syncs = state["updates"], state["syncs"]
 
 
 class CumulativeAverage:
     """The uniform average of W_g over every sync at or after `start` (fraction of the run)."""
 
     def __init__(self, start: float) -> None:
-        if not 0.0 <= start < 1.0:
-            raise ValueError(f"average.cumulative_start must be in [0, 1), got {start}")
         self.start = start
         self.average: torch.Tensor | None = None
         self.updates = 0
@@ -64,8 +112,6 @@ class LastEpochsAverage:
     """The mean of the global models at the ends of the last k accepted epochs."""
 
     def __init__(self, k: int) -> None:
-        if k < 1:
-            raise ValueError(f"average.last_k must be >= 1, got {k}")
         self.k = k
         self.models: deque[torch.Tensor] = deque(maxlen=k)
 
@@ -89,59 +135,122 @@ class LastEpochsAverage:
         self.models = deque((m.clone() for m in state["models"]), maxlen=self.k)
 
 
-class EmaAverager(ExponentialMovingAverage):
-    """The EMA with the averagers' interface."""
+# -- the EMA's keys, variants and check -------------------------------------------------------
 
-    def update(self, global_model: torch.Tensor, progress: float = 0.0) -> None:
-        super().update(global_model)
+@dataclass
+class EmaOptions(Section):
+    ema_decay: float | None = None                        # alpha per sync; null: off
+    ema_half_life_frames: float | list[float] | None = None   # or half-lives in frames (all
+                                                          # workers): one EMA each
+    ema_after_warmup: bool = False                        # start at the sync after BMUF's warm-up
 
-    def end_epoch(self, global_model: torch.Tensor) -> None:
-        pass
+
+def half_lives(average) -> list[float]:
+    value = average.ema_half_life_frames
+    return [] if value is None else list(value) if isinstance(value, list) else [value]
 
 
-def ema_decay(config: dict, frames_per_sync: int) -> float | None:
-    s = config["sync"]
-    if s["ema_half_life_frames"] is not None:
-        return decay_from_half_life(frames_per_sync, float(s["ema_half_life_frames"]))
-    return None if s["ema_decay"] is None else float(s["ema_decay"])
+def ema_variants(average) -> dict[str, float | None]:
+    """EMA model name -> its half-life in frames (None: set by its decay): `ema` for one EMA,
+    `ema_<frames>` for each of several half-lives."""
+    if average.ema_decay is not None:
+        return {"ema": None}
+    lives = half_lives(average)
+    if len(lives) == 1:
+        return {"ema": lives[0]}
+    return {f"ema_{round(h)}": h for h in lives}
 
+
+def check_ema(config) -> None:
+    average = config.average
+    lives = half_lives(average)
+    if average.ema_decay is not None and lives:
+        raise ConfigError("set average.ema_decay or average.ema_half_life_frames, not both")
+    if average.ema_decay is not None and not 0.0 <= average.ema_decay < 1.0:
+        raise ConfigError(f"average.ema_decay must be in [0, 1), got {average.ema_decay}")
+    if any(h <= 0 for h in lives):
+        raise ConfigError(f"average.ema_half_life_frames must be positive, got {lives}")
+    if len({round(h) for h in lives}) != len(lives):
+        raise ConfigError(f"average.ema_half_life_frames has half-lives that name the same model "
+                          f"(ema_<frames>, rounded): {lives}")
+
+
+def build_ema(config, name: str, frames_per_sync: int) -> ExponentialMovingAverage:
+    half_life = ema_variants(config.average)[name]
+    decay = config.average.ema_decay if half_life is None else \
+        decay_from_half_life(frames_per_sync, half_life)
+    start = config.sync.warmup_blocks if config.average.ema_after_warmup and \
+        hasattr(config.sync, "warmup_blocks") and config.sync.strategy == "bmuf" else 0
+    return ExponentialMovingAverage(decay, start)
+
+
+# -- the controls' keys and checks --------------------------------------------------------------
+
+@dataclass
+class CumulativeOptions(Section):
+    cumulative_start: float | None = None   # avg.pt from this fraction of the run (null: off)
+
+
+def check_cumulative(config) -> None:
+    start = config.average.cumulative_start
+    if start is not None and not 0.0 <= start < 1.0:
+        raise ConfigError(f"average.cumulative_start must be in [0, 1) (a fraction of the run) "
+                          f"or null (off), got {start}")
+
+
+@dataclass
+class LastEpochsOptions(Section):
+    last_k: int = 0                          # lastk.pt: mean of the last k epochs' W_g (0: off)
+
+
+def check_last_epochs(config) -> None:
+    if config.average.last_k < 0:
+        raise ConfigError(f"average.last_k must be >= 0 (0: off), got {config.average.last_k}")
+
+
+# -- the registry -------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class AveragedModel:
-    name: str            # label suffix (bmuf+ema), model file <name>.pt, decode_<set>_<name>
+    name: str            # the family: the label suffix (bmuf+ema), its model files and decodes
     label: str           # how the report's rows name it (BMUF+EMA)
     title: str           # how the report's text names it
-    enabled: Callable[[dict], bool]
-    build: Callable[[dict, int], object]   # (config, frames per sync) -> averager
-
-    @property
-    def file(self) -> str:
-        return f"{self.name}.pt"
+    style: str           # its plot line style (matplotlib format string)
+    options: type        # its keys in the `average` section (a Section dataclass)
+    check: Callable      # (config) -> None, or a ConfigError
+    variants: Callable   # (average section) -> the model names it keeps ([]: off)
+    build: Callable      # (config, model name, frames per sync) -> averager
 
 
 AVERAGED_MODELS: dict[str, AveragedModel] = {m.name: m for m in (
-    AveragedModel("ema", "EMA", "EMA",
-                  lambda c: c["sync"]["ema_decay"] is not None
-                  or c["sync"]["ema_half_life_frames"] is not None,
-                  lambda c, fps: EmaAverager(ema_decay(c, fps))),
-    AveragedModel("avg", "avg", "cumulative average",
-                  lambda c: c["average"]["cumulative_start"] is not None,
-                  lambda c, fps: CumulativeAverage(float(c["average"]["cumulative_start"]))),
-    AveragedModel("lastk", "lastk", "last-k epochs average",
-                  lambda c: int(c["average"]["last_k"]) > 0,
-                  lambda c, fps: LastEpochsAverage(int(c["average"]["last_k"]))),
+    AveragedModel("ema", "EMA", "EMA", "--s", EmaOptions, check_ema,
+                  lambda a: list(ema_variants(a)), build_ema),
+    AveragedModel("avg", "avg", "cumulative average", ":^", CumulativeOptions, check_cumulative,
+                  lambda a: ["avg"] if a.cumulative_start is not None else [],
+                  lambda c, name, fps: CumulativeAverage(c.average.cumulative_start)),
+    AveragedModel("lastk", "lastk", "last-k epochs average", "-.v", LastEpochsOptions,
+                  check_last_epochs, lambda a: ["lastk"] if a.last_k > 0 else [],
+                  lambda c, name, fps: LastEpochsAverage(c.average.last_k)),
 )}
 
 
-def build_averagers(config: dict, frames_per_sync: int) -> dict[str, object]:
-    """name -> averager for every averaged model the config turns on."""
-    return {name: model.build(config, frames_per_sync)
-            for name, model in AVERAGED_MODELS.items() if model.enabled(config)}
+def family(name: str) -> str:
+    """The averaged model a kept model belongs to: 'ema_90000' -> 'ema', 'avg' -> 'avg'."""
+    return name if name in AVERAGED_MODELS else name.partition("_")[0]
 
 
-def enabled_names(config: dict) -> list[str]:
-    """The averaged models a run with this (saved) config keeps; old configs lack `average`."""
-    config = {**config, "sync": {"ema_decay": None, "ema_half_life_frames": None,
-                                 **config.get("sync", {})},
-              "average": {"cumulative_start": None, "last_k": 0, **config.get("average", {})}}
-    return [name for name, model in AVERAGED_MODELS.items() if model.enabled(config)]
+def kept_models(average) -> list[str]:
+    """The model names a run with this `average` section keeps (ema, ema_90000, avg, ...)."""
+    return [name for model in AVERAGED_MODELS.values() for name in model.variants(average)]
+
+
+def build_averagers(config, frames_per_sync: int) -> dict[str, object]:
+    """model name -> averager for every averaged model the config turns on."""
+    return {name: AVERAGED_MODELS[family(name)].build(config, name, frames_per_sync)
+            for name in kept_models(config.average)}
+
+
+def ema_decays(averagers: dict[str, object]) -> dict[str, float]:
+    """The EMAs' decays per sync, by model name (the regime records them)."""
+    return {name: a.decay for name, a in averagers.items()
+            if isinstance(a, ExponentialMovingAverage)}

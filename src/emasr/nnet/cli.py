@@ -24,9 +24,18 @@ def pin_threads() -> int:
     return threads
 
 
+def half_lives_value(text: str | None) -> str | None:
+    """--ema-half-life-frames '30000,90000' (or spaces) -> '[30000, 90000]'; one value stays one."""
+    if text is None:
+        return None
+    values = text.replace(",", " ").split()
+    return values[0] if len(values) == 1 else f"[{', '.join(values)}]"
+
+
 def shortcut_overrides(strategy, block_size, ema_decay, ema_half_life_frames, epochs) -> list[str]:
     pairs = [("sync.strategy", strategy), ("sync.block_size", block_size),
-             ("sync.ema_decay", ema_decay), ("sync.ema_half_life_frames", ema_half_life_frames),
+             ("average.ema_decay", ema_decay),
+             ("average.ema_half_life_frames", half_lives_value(ema_half_life_frames)),
              ("train.epochs", epochs)]
     return [f"{key}={value}" for key, value in pairs if value is not None]
 
@@ -39,9 +48,12 @@ def shortcut_overrides(strategy, block_size, ema_decay, ema_half_life_frames, ep
 @click.option("--strategy", type=click.Choice(STRATEGIES), default=None,
               help="Sync rule (sync.strategy).")
 @click.option("--block-size", type=int, default=None, help="tau: minibatches per sync.")
-@click.option("--ema-decay", type=float, default=None, help="EMA decay alpha per sync.")
-@click.option("--ema-half-life-frames", type=float, default=None,
-              help="EMA half life in training frames (alpha per sync derived from it).")
+@click.option("--ema-decay", type=float, default=None,
+              help="EMA decay alpha per sync (average.ema_decay).")
+@click.option("--ema-half-life-frames", default=None,
+              help="EMA half-life in training frames, alpha per sync derived from it "
+                   "(average.ema_half_life_frames); a list ('30000,90000') keeps one EMA each, "
+                   "ema_<frames>.pt.")
 @click.option("--epochs", type=int, default=None, help="train.epochs")
 @click.option("--resume", is_flag=True, help="Continue from the latest complete checkpoint.")
 @click.argument("targets_dir", type=click.Path(exists=True, file_okay=False))
@@ -62,7 +74,7 @@ def train_cli(config_path, overrides, strategy, block_size, ema_decay, ema_half_
         config = configs.resolve(config_path, [*overrides, *shortcut_overrides(
             strategy, block_size, ema_decay, ema_half_life_frames, epochs)])
         logger.info("worker %s: %d threads; strategy %s, tau %d", os.environ.get("RANK", "0"),
-                    threads, config["sync"]["strategy"], config["sync"]["block_size"])
+                    threads, config.sync.strategy, config.sync.block_size)
         run(config, targets_dir, train_dir, dev_dir, exp_dir, resume)
     except (configs.ConfigError, DataError, RendezvousError, CollectiveTimeout, ValueError,
             FileNotFoundError) as err:

@@ -18,7 +18,7 @@ from typing import Iterator
 import torch
 import torch.distributed as dist
 
-from emasr.nnet.config import ConfigError
+from emasr.nnet.sections import ConfigError
 
 
 class RendezvousError(RuntimeError):

@@ -1,125 +1,140 @@
-"""The training configuration: defaults, then a YAML file, then `--set key=value` overrides.
+"""The training configuration: typed sections, defaults < a YAML file < `--set key=value` overrides.
 
-Resolved once at the start of training and saved to <exp>/conf.yaml; a resumed run must resolve
-to the same configuration, except for the keys in RESUMABLE_CHANGES (more epochs, say).
-Unknown keys are errors, so a typo never silently trains with a default.
+Resolved once at the start of training into a Config (one dataclass per section, every type
+checked at load, emasr.nnet.sections) and saved to <exp>/conf.yaml; a resumed run must resolve to
+the same configuration, except for the keys in RESUMABLE_CHANGES (more epochs, say). Unknown keys
+are errors, so a typo never silently trains with a default.
+
+The `model` section is the architecture's (emasr.nnet.models.ARCHITECTURES, chosen by
+`model.type`); the `sync` section's keys are the common ones below plus each registered sync
+rule's options (emasr.nnet.sync.RULES), the `average` section's each averaged model's
+(emasr.nnet.averages.AVERAGED_MODELS): a new variant brings its keys with its registration.
 """
 from __future__ import annotations
 
 import copy
 import os
+from dataclasses import dataclass, fields
 from typing import Any, Iterable
 
 import yaml
 
 from emasr.io.atomic import atomic_write
+from emasr.nnet.averages import AVERAGED_MODELS
+from emasr.nnet.loaders import LOADERS
+from emasr.nnet.models import ARCHITECTURES, Architecture, architecture, model_config
+from emasr.nnet.precision import COMPILE_MODES, OPTIMIZER_IMPLS, PRECISIONS
+from emasr.nnet.resident import RESIDENT_DTYPES, RESIDENT_MEMORY
+from emasr.nnet.schedule import SCHEDULES
+from emasr.nnet.sections import ConfigError, Section, compose
+from emasr.nnet.sync import RULES
 
-MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
-    "dnn": {"type": "dnn", "hidden_layers": 6, "hidden_dim": 1024, "activation": "relu",
-            "norm": "none", "dropout": 0.0},
-    "lstm": {"type": "lstm", "num_layers": 3, "hidden_size": 1024, "proj_size": 256,
-             "dropout": 0.0},
-}
+__all__ = ["Config", "ConfigError", "RESUMABLE_CHANGES", "differences", "load", "resolve", "save"]
 
-DEFAULTS: dict[str, Any] = {
-    "model": MODEL_DEFAULTS["dnn"],
-    # The network feature pipeline (emasr.feats.pipeline.PipelineConfig); `dim` is the raw feature
-    # dimension expected in feats.scp (null: whatever the data has).
-    "features": {"cmvn": "speaker", "norm_vars": False, "stack": 3, "splice": 2, "dim": None},
-    "data": {
-        "seed": 777,
-        "minibatch_frames": 256,          # DNN: frames per minibatch
-        "shuffle_buffer_frames": 50000,   # DNN: frames shuffled together (bounds memory)
-        "chunk_frames": 20,               # LSTM: frames per truncated-BPTT chunk
-        "left_context": 10,               # LSTM: frames before the chunk re-run to warm the state
-        "output_delay": 2,                # LSTM: output t predicts the label of frame t - delay
-        "chunks_per_minibatch": 32,
-        "shuffle_buffer_chunks": 2000,
-        "loader": "stream",               # stream (read per epoch, buffer shuffle) | resident
-                                          # (the shard in one tensor, index gathers; global
-                                          # shuffle) (emasr.nnet.loaders.LOADERS)
-        "resident_dtype": "float32",      # resident: storage of the features, float32 | float16
-        "resident_memory": "auto",        # resident: auto (the GPU if the shard fits in half its
-                                          # free memory, else host) | device | host
-        "resident_part_frames": 0,        # resident: 0, the whole shard held; N: a shard that
-                                          # fits nowhere goes through memory in parts of <= N
-                                          # frames, each loaded while the one before it trains
-    },
-    "train": {
-        "epochs": 10,
-        "optimizer": "sgd",               # sgd | adam
-        "lr": 0.1,
-        "momentum": 0.9,
-        "weight_decay": 0.0,
-        "max_grad_norm": 0.0,             # clip each minibatch's gradient norm to this (0: off)
-        "schedule": "exponential",        # exponential | newbob | constant (emasr.nnet.schedule)
-        "final_lr": None,                 # exponential: the rate at the run's end (null: lr / 10)
-        "newbob_start_halving": 0.01,     # newbob: halve once the relative dev-loss gain is under
-        "newbob_end_halving": 0.001,      # newbob: then stop once it is under this
-        "lr_decay": 0.5,                  # newbob: the halving factor
-        "min_lr": 1.0e-5,
-        "checkpoint_every_blocks": 0,     # 0: checkpoints only at epoch ends
-        "init_seed": 1,
-        # how a step computes (emasr.nnet.precision)
-        "precision": "fp32",              # fp32 | bf16 (autocast, fp32 master weights)
-        "tf32": False,                    # CUDA: TF32 tensor-core matmuls for fp32
-        "optimizer_impl": "default",      # default (torch's choice) | foreach | fused
-        "compile": False,                 # torch.compile the forward and loss of a step
-        "compile_mode": "default",        # compile: default | reduce-overhead (CUDA graphs)
-    },
-    "sync": {
-        "strategy": "bmuf",               # single | ma | bmuf
-        "block_size": 16,                 # tau: local minibatches between syncs
-        "block_lr": 1.0,                  # zeta
-        "block_momentum": None,           # eta; null: 1 - 1/N
-        "nesterov": True,
-        "ema_decay": None,                # alpha per sync; null: off (unless a half life is set)
-        "ema_half_life_frames": None,     # half life in training frames (all workers together)
-        "lr_times_workers": False,        # each worker's LR is N x train.lr (Kaldi's MA rule)
-        "warmup_blocks": 0,               # BMUF: the first K syncs with block momentum 0
-    },
-    # The EMA's controls (emasr.nnet.averages), each written as its own model file.
-    "average": {
-        "cumulative_start": None,         # avg.pt: uniform average of W_g from this fraction of
-                                          # the run's planned frames (0.0: from the first sync)
-        "last_k": 0,                      # lastk.pt: mean of the last k epochs' W_g (0: off)
-    },
-    "dist": {
-        "device": "auto",                 # auto (a GPU when torch sees one) | cpu | cuda
-        "backend": "auto",                # auto: nccl if each worker has a GPU, else gloo
-        "timeout_s": 300,
-        "workers_per_process": 1,         # K: workers trained side by side in each process
-    },
-}
+
+@dataclass
+class FeaturesConfig(Section):
+    """The network feature pipeline (emasr.feats.pipeline.PipelineConfig)."""
+    cmvn: str = "speaker"
+    norm_vars: bool = False
+    stack: int = 3
+    splice: int = 2
+    dim: int | None = None            # the raw dimension expected in feats.scp (null: any)
+
+
+@dataclass
+class DataConfig(Section):
+    seed: int = 777
+    minibatch_frames: int = 256       # frame input: frames per minibatch
+    shuffle_buffer_frames: int = 50000   # frame input: frames shuffled together (bounds memory)
+    chunk_frames: int = 20            # sequence input: frames per truncated-BPTT chunk
+    left_context: int = 10            # sequence input: frames before the chunk, to warm the state
+    output_delay: int = 2             # sequence input: output t predicts the label of t - delay
+    chunks_per_minibatch: int = 32
+    shuffle_buffer_chunks: int = 2000
+    loader: str = "stream"            # emasr.nnet.loaders.LOADERS
+    resident_dtype: str = "float32"   # resident: storage of the features, float32 | float16
+    resident_memory: str = "auto"     # resident: auto (the GPU if the shard fits in half its
+                                      # free memory, else host) | device | host
+    resident_part_frames: int = 0     # resident: 0, the whole shard held; N: a shard that fits
+                                      # nowhere goes through memory in parts of <= N frames
+
+
+@dataclass
+class TrainConfig(Section):
+    epochs: int = 10
+    optimizer: str = "sgd"            # sgd | adam | adamw (emasr.nnet.trainer.OPTIMIZERS)
+    lr: float = 0.1
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    max_grad_norm: float = 0.0        # clip each minibatch's gradient norm to this (0: off)
+    schedule: str = "exponential"     # exponential | newbob | constant (emasr.nnet.schedule)
+    final_lr: float | None = None     # exponential: the rate at the run's end (null: lr / 10)
+    newbob_start_halving: float = 0.01   # newbob: halve once the relative dev-loss gain is under
+    newbob_end_halving: float = 0.001    # newbob: then stop once it is under this
+    lr_decay: float = 0.5             # newbob: the halving factor
+    min_lr: float = 1.0e-5
+    checkpoint_every_blocks: int = 0  # 0: checkpoints only at epoch ends
+    init_seed: int = 1
+    precision: str = "fp32"           # fp32 | bf16 (autocast, fp32 master weights)
+    tf32: bool = False                # CUDA: TF32 tensor-core matmuls for fp32
+    optimizer_impl: str = "default"   # default (torch's choice) | foreach | fused
+    compile: bool = False             # torch.compile the forward and loss of a step
+    compile_mode: str = "default"     # compile: default | reduce-overhead (CUDA graphs)
+
+
+@dataclass
+class SyncCommon(Section):
+    strategy: str = "bmuf"            # a sync rule of emasr.nnet.sync.RULES
+    block_size: int = 16              # tau: local minibatches between syncs
+    lr_times_workers: bool = False    # each worker's LR is N x train.lr (Kaldi's MA rule)
+
+
+@dataclass
+class DistConfig(Section):
+    device: str = "auto"              # auto (a GPU when torch sees one) | cpu | cuda
+    backend: str = "auto"             # auto: nccl if each worker has a GPU, else gloo
+    timeout_s: float = 300
+    workers_per_process: int = 1      # K: workers trained side by side in each process
+
+
+SyncConfig = compose("SyncConfig", [SyncCommon, *(r.options for r in RULES.values() if r.options)])
+AverageConfig = compose("AverageConfig", [m.options for m in AVERAGED_MODELS.values()])
+SECTIONS: dict[str, type] = {"features": FeaturesConfig, "data": DataConfig,
+                             "train": TrainConfig, "sync": SyncConfig, "average": AverageConfig,
+                             "dist": DistConfig}
+DEFAULT_MODEL = "dnn"
+
+# Keys that moved: a config that still uses one is told where it went.
+MOVED = {"sync.ema_decay": "average.ema_decay",
+         "sync.ema_half_life_frames": "average.ema_half_life_frames"}
 
 # Keys a resumed run may change without invalidating the checkpoint.
 RESUMABLE_CHANGES = {"train.epochs", "train.checkpoint_every_blocks", "dist.timeout_s",
                      "dist.device", "dist.backend", "data.resident_memory"}
 
 
-class ConfigError(ValueError):
-    """A configuration file or override is wrong; the message says which key and why."""
+@dataclass
+class Config:
+    model: Any                        # the architecture's section (emasr.nnet.models)
+    features: FeaturesConfig
+    data: DataConfig
+    train: TrainConfig
+    sync: Any                         # SyncConfig
+    average: Any                      # AverageConfig
+    dist: DistConfig
+
+    @property
+    def architecture(self) -> Architecture:
+        return architecture(self.model)
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name).to_dict() for f in fields(self)}
 
 
 def parse_value(text: str) -> Any:
-    """`--set` values are YAML scalars: 3, 0.5, true, null, relu."""
+    """`--set` values are YAML scalars (or flow lists): 3, 0.5, true, null, relu, [1e4, 1e5]."""
     return yaml.safe_load(text) if text != "" else ""
-
-
-def merge(base: dict, update: dict, where: str) -> dict:
-    """Merge `update` into a copy of `base`, rejecting keys `base` does not have."""
-    out = copy.deepcopy(base)
-    for key, value in update.items():
-        name = f"{where}.{key}" if where else key
-        if key not in out:
-            raise ConfigError(f"unknown configuration key '{name}'; known: {', '.join(sorted(out))}")
-        if isinstance(out[key], dict):
-            if not isinstance(value, dict):
-                raise ConfigError(f"'{name}' must be a mapping, got {value!r}")
-            out[key] = merge(out[key], value, name)
-        else:
-            out[key] = value
-    return out
 
 
 def overrides_to_dict(overrides: Iterable[str]) -> dict:
@@ -133,12 +148,42 @@ def overrides_to_dict(overrides: Iterable[str]) -> dict:
         parts = key.split(".")
         for part in parts[:-1]:
             node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"bad override '{item}': '{part}' is not a section")
         node[parts[-1]] = parse_value(value)
     return out
 
 
-def resolve(path: str | None = None, overrides: Iterable[str] = ()) -> dict:
-    """Defaults + YAML file + overrides, with the model defaults chosen by model.type."""
+def merged(layers: list[dict]) -> dict:
+    """The layers' sections merged key by key, later layers winning."""
+    out: dict[str, dict] = {}
+    for layer in layers:
+        for section, values in layer.items():
+            if section not in (*SECTIONS, "model"):
+                raise ConfigError(f"unknown configuration key '{section}'; known: "
+                                  f"{', '.join(sorted((*SECTIONS, 'model')))}")
+            if not isinstance(values, dict):
+                raise ConfigError(f"'{section}' must be a mapping, got {values!r}")
+            out.setdefault(section, {}).update(values)
+    for old, new in MOVED.items():
+        section, key = old.split(".")
+        if key in out.get(section, {}):
+            raise ConfigError(f"'{old}' is now '{new}'")
+    return out
+
+
+def build(values: dict) -> Config:
+    """A Config from a mapping of sections (missing keys at their defaults), checked."""
+    model = {"type": DEFAULT_MODEL, **values.get("model", {})}
+    config = Config(model=model_config(model),
+                    **{name: cls.build(values.get(name, {}), name)
+                       for name, cls in SECTIONS.items()})
+    validate(config)
+    return config
+
+
+def resolve(path: str | None = None, overrides: Iterable[str] = ()) -> Config:
+    """Defaults + YAML file + overrides."""
     layers = []
     if path:
         with open(path, encoding="utf-8") as f:
@@ -147,127 +192,61 @@ def resolve(path: str | None = None, overrides: Iterable[str] = ()) -> dict:
             raise ConfigError(f"{path}: expected a YAML mapping at the top level")
         layers.append(loaded)
     layers.append(overrides_to_dict(overrides))
-    model_type = DEFAULTS["model"]["type"]
-    for layer in layers:
-        model_type = layer.get("model", {}).get("type", model_type)
-    if model_type not in MODEL_DEFAULTS:
-        raise ConfigError(f"unknown model.type '{model_type}'; expected one of "
-                          f"{', '.join(MODEL_DEFAULTS)}")
-    config = copy.deepcopy(DEFAULTS)
-    config["model"] = copy.deepcopy(MODEL_DEFAULTS[model_type])
-    for layer in layers:
-        config = merge(config, layer, "")
-    validate(config)
-    return config
+    return build(merged(layers))
 
 
-# Keys whose default is null but whose value, when set, is a number.
-NUMBERS_OR_NULL = {"train.final_lr", "sync.block_momentum", "sync.ema_decay",
-                   "sync.ema_half_life_frames", "average.cumulative_start", "features.dim"}
+def check_choice(value: str, key: str, choices) -> None:
+    if value not in choices:
+        raise ConfigError(f"{key} '{value}': expected one of {', '.join(choices)}")
 
 
-def as_number(text: str) -> float | int | None:
-    """'1e4' -> 10000.0 (YAML 1.1 reads exponents without a dot as strings), '3' -> 3."""
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def check_types(config: dict) -> None:
-    """A value whose default is a number (or a flag) must be one: `train.lr=fast` is named here,
-    not as a bare float() error somewhere in training. Numbers YAML left as strings ('1e-3') are
-    turned into numbers in place."""
-    defaults = flatten({**DEFAULTS, "model": MODEL_DEFAULTS[config["model"]["type"]]})
-    for key, value in flatten(config).items():
-        default = 0.0 if key in NUMBERS_OR_NULL else defaults.get(key)
-        if value is None or default is None:
-            continue
-        if isinstance(value, str) and isinstance(default, (int, float)) \
-                and not isinstance(default, bool) and as_number(value) is not None:
-            section, name = key.split(".", 1)
-            value = config[section][name] = as_number(value)
-        if isinstance(default, bool):
-            ok = isinstance(value, bool)
-        elif isinstance(default, (int, float)):
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        else:
-            continue
-        if not ok:
-            kind = "true or false" if isinstance(default, bool) else "a number"
-            raise ConfigError(f"'{key}' must be {kind} (default {default!r}), got {value!r}")
-
-
-def check_choice(config: dict, key: str, choices) -> None:
-    section, name = key.split(".")
-    if config[section][name] not in choices:
-        raise ConfigError(f"{key} '{config[section][name]}': expected one of {', '.join(choices)}")
-
-
-def validate(config: dict) -> None:
-    from emasr.nnet.loaders import LOADERS
-    from emasr.nnet.precision import COMPILE_MODES, OPTIMIZER_IMPLS, PRECISIONS
-    from emasr.nnet.resident import RESIDENT_DTYPES, RESIDENT_MEMORY
-    from emasr.nnet.schedule import SCHEDULES
-    from emasr.nnet.sync import STRATEGIES
-
-    check_types(config)
-    for key, choices in (("data.loader", LOADERS), ("data.resident_dtype", RESIDENT_DTYPES),
-                         ("data.resident_memory", RESIDENT_MEMORY),
-                         ("train.precision", PRECISIONS),
-                         ("train.optimizer_impl", OPTIMIZER_IMPLS),
-                         ("train.compile_mode", COMPILE_MODES)):
-        check_choice(config, key, choices)
-
-    sync, train, average = config["sync"], config["train"], config["average"]
-    if sync["strategy"] not in STRATEGIES:
-        raise ConfigError(f"sync.strategy '{sync['strategy']}': expected one of "
-                          f"{', '.join(STRATEGIES)}")
-    if int(sync["block_size"]) < 1:
-        raise ConfigError(f"sync.block_size must be >= 1, got {sync['block_size']}")
-    if sync["ema_decay"] is not None and sync["ema_half_life_frames"] is not None:
-        raise ConfigError("set sync.ema_decay or sync.ema_half_life_frames, not both")
-    if train["optimizer"] not in ("sgd", "adam"):
-        raise ConfigError(f"train.optimizer '{train['optimizer']}': expected sgd or adam")
-    if int(config["data"]["resident_part_frames"]) < 0:
+def validate(config: Config) -> None:
+    """The checks no type can make: choices from the registries, ranges, and each registered
+    variant's own check."""
+    d, t, s = config.data, config.train, config.sync
+    for value, key, choices in ((d.loader, "data.loader", LOADERS),
+                                (d.resident_dtype, "data.resident_dtype", RESIDENT_DTYPES),
+                                (d.resident_memory, "data.resident_memory", RESIDENT_MEMORY),
+                                (t.precision, "train.precision", PRECISIONS),
+                                (t.optimizer_impl, "train.optimizer_impl", OPTIMIZER_IMPLS),
+                                (t.compile_mode, "train.compile_mode", COMPILE_MODES),
+                                (t.schedule, "train.schedule", SCHEDULES),
+                                (t.optimizer, "train.optimizer", OPTIMIZERS),
+                                (s.strategy, "sync.strategy", RULES),
+                                (config.dist.device, "dist.device", ("auto", "cpu", "cuda")),
+                                (config.dist.backend, "dist.backend", ("auto", "nccl", "gloo"))):
+        check_choice(value, key, choices)
+    if s.block_size < 1:
+        raise ConfigError(f"sync.block_size must be >= 1, got {s.block_size}")
+    if d.resident_part_frames < 0:
         raise ConfigError("data.resident_part_frames must be >= 0 (0: the whole shard resident), "
-                          f"got {config['data']['resident_part_frames']}")
-    if float(train["max_grad_norm"]) < 0:
+                          f"got {d.resident_part_frames}")
+    if t.max_grad_norm < 0:
         raise ConfigError(f"train.max_grad_norm must be >= 0 (0: no clipping), got "
-                          f"{train['max_grad_norm']}")
-    if train["schedule"] not in SCHEDULES:
-        raise ConfigError(f"train.schedule '{train['schedule']}': expected one of "
-                          f"{', '.join(SCHEDULES)}")
-    if train["final_lr"] is not None and not 0 < float(train["final_lr"]) <= float(train["lr"]):
-        raise ConfigError(f"train.final_lr must be in (0, train.lr = {train['lr']}], got "
-                          f"{train['final_lr']}")
-    if int(sync["warmup_blocks"]) < 0:
-        raise ConfigError(f"sync.warmup_blocks must be >= 0, got {sync['warmup_blocks']}")
-    start = average["cumulative_start"]
-    if start is not None and not 0.0 <= float(start) < 1.0:
-        raise ConfigError(f"average.cumulative_start must be in [0, 1) (a fraction of the run) "
-                          f"or null (off), got {start}")
-    if int(average["last_k"]) < 0:
-        raise ConfigError(f"average.last_k must be >= 0 (0: off), got {average['last_k']}")
-    per_process = config["dist"]["workers_per_process"]
-    if isinstance(per_process, bool) or not isinstance(per_process, int) or per_process < 1:
-        raise ConfigError(f"dist.workers_per_process must be an integer >= 1, got {per_process!r}")
-    if sync["strategy"] == "single" and per_process > 1:
-        raise ConfigError(f"sync.strategy single trains one worker, but dist.workers_per_process "
-                          f"is {per_process}; use ma or bmuf for several")
-    for key, choices in (("device", ("auto", "cpu", "cuda")),
-                         ("backend", ("auto", "nccl", "gloo"))):
-        if config["dist"][key] not in choices:
-            raise ConfigError(f"dist.{key} '{config['dist'][key]}': expected {', '.join(choices)}")
+                          f"{t.max_grad_norm}")
+    if t.final_lr is not None and not 0 < t.final_lr <= t.lr:
+        raise ConfigError(f"train.final_lr must be in (0, train.lr = {t.lr}], got {t.final_lr}")
+    if config.dist.workers_per_process < 1:
+        raise ConfigError(f"dist.workers_per_process must be an integer >= 1, got "
+                          f"{config.dist.workers_per_process}")
+    if not RULES[s.strategy].parallel and config.dist.workers_per_process > 1:
+        raise ConfigError(f"sync.strategy {s.strategy} trains one worker, but "
+                          f"dist.workers_per_process is {config.dist.workers_per_process}; use a "
+                          "parallel rule for several")
+    checks = [RULES[s.strategy].check, config.architecture.check,
+              *(m.check for m in AVERAGED_MODELS.values())]
+    for check in checks:
+        if check is not None:
+            check(config)
 
 
-def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
+# The optimizers a worker may run (train.optimizer; the trainer builds them).
+OPTIMIZERS = ("sgd", "adam", "adamw")
+
+
+def flatten(values: dict, prefix: str = "") -> dict[str, Any]:
     out = {}
-    for key, value in config.items():
+    for key, value in values.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
             out.update(flatten(value, name + "."))
@@ -276,27 +255,47 @@ def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def with_defaults(config: dict) -> dict[str, Any]:
+def defaults(model_type: str = DEFAULT_MODEL) -> dict:
+    """Every key at its default (the model section of `model_type`), as a mapping."""
+    return build({"model": {"type": model_type if model_type in ARCHITECTURES
+                            else DEFAULT_MODEL}}).to_dict()
+
+
+def with_defaults(saved: dict) -> dict[str, Any]:
     """A saved config, flattened, with the keys added since it was written at their defaults
     (which compute what the code computed before them)."""
-    model_type = config.get("model", {}).get("type", DEFAULTS["model"]["type"])
-    defaults = flatten({**DEFAULTS, "model": MODEL_DEFAULTS.get(model_type, {})})
-    return {**defaults, **flatten(config)}
+    model_type = saved.get("model", {}).get("type", DEFAULT_MODEL)
+    return {**flatten(defaults(model_type)), **flatten(saved)}
 
 
-def differences(saved: dict, current: dict, ignore: Iterable[str] = RESUMABLE_CHANGES) -> list[str]:
+def differences(saved: dict, current: Config, ignore: Iterable[str] = RESUMABLE_CHANGES
+                ) -> list[str]:
     """Human-readable 'key: saved -> current' lines for keys that differ (ignoring `ignore`); a
     key the saved config predates counts as its default."""
-    a, b = with_defaults(saved), flatten(current)
+    a, b = with_defaults(saved), flatten(current.to_dict())
     return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b))
             if k not in ignore and a.get(k) != b.get(k)]
 
 
-def save(config: dict, path: str | os.PathLike) -> None:
+def save(config: Config, path: str | os.PathLike) -> None:
     with atomic_write(path) as f:
-        yaml.safe_dump(config, f, sort_keys=False, default_flow_style=False)
+        yaml.safe_dump(config.to_dict(), f, sort_keys=False, default_flow_style=False)
 
 
 def load(path: str | os.PathLike) -> dict:
+    """A saved conf.yaml as it was written (a mapping)."""
     with open(path, encoding="utf-8") as f:
-        return yaml.safe_load(f)
+        return yaml.safe_load(f) or {}
+
+
+def from_saved(saved: dict) -> Config:
+    """The Config of a saved conf.yaml, keys it predates at their defaults and moved keys where
+    they went (the report reads old exp dirs too)."""
+    values = copy.deepcopy(saved)
+    for old, new in MOVED.items():
+        section, key = old.split(".")
+        if key in values.get(section, {}):
+            value = values[section].pop(key)
+            new_section, new_key = new.split(".")
+            values.setdefault(new_section, {})[new_key] = value
+    return build(values)

@@ -205,7 +205,7 @@ def prefetch(items: Iterator, depth: int = 8) -> Iterator:
 class TrainingData:
     """One worker's minibatches for one epoch: frames (DNN) or chunks (LSTM)."""
 
-    def __init__(self, source: Source, utts: list[str], data_config: dict, sequence: bool,
+    def __init__(self, source: Source, utts: list[str], data_config, sequence: bool,
                  rank: int, pin_memory: bool = False) -> None:
         self.source, self.utts, self.config = source, utts, data_config
         self.sequence, self.rank = sequence, rank
@@ -217,8 +217,8 @@ class TrainingData:
         c = self.config
         for _, feats, labels in self.source.utterances(order):
             if self.sequence:
-                yield make_chunks(feats, labels, c["chunk_frames"], c["left_context"],
-                                  c["output_delay"])
+                yield make_chunks(feats, labels, c.chunk_frames, c.left_context,
+                                  c.output_delay)
             else:
                 yield feats, labels
 
@@ -226,14 +226,14 @@ class TrainingData:
                     skip: int = 0) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """The epoch's minibatches from the `skip`-th on (those before it are read and shuffled,
         to reach the same buffer state, but not turned into tensors)."""
-        seed = int(self.config["seed"])
+        seed = self.config.seed
         order_rng = np.random.default_rng([seed, epoch, self.rank, 0])
         order = [self.utts[i] for i in order_rng.permutation(len(self.utts))]
         shuffle_rng = np.random.default_rng([seed, epoch, self.rank, 1])
         if self.sequence:
-            batch, buffer = self.config["chunks_per_minibatch"], self.config["shuffle_buffer_chunks"]
+            batch, buffer = self.config.chunks_per_minibatch, self.config.shuffle_buffer_chunks
         else:
-            batch, buffer = self.config["minibatch_frames"], self.config["shuffle_buffer_frames"]
+            batch, buffer = self.config.minibatch_frames, self.config.shuffle_buffer_frames
         batches = shuffled_batches(self._examples(order), int(batch), int(buffer), shuffle_rng)
         batches = islice(batches, skip, None)
         tensors = ((torch.from_numpy(x), torch.from_numpy(y)) for x, y in batches)
@@ -242,13 +242,13 @@ class TrainingData:
         yield from prefetch(tensors)
 
 
-def eval_batches(source: Source, utts: list[str], data_config: dict,
+def eval_batches(source: Source, utts: list[str], data_config,
                  sequence: bool) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Dev minibatches in a fixed order: one utterance (all its frames or chunks) per batch."""
     for _, feats, labels in source.utterances(utts):
         if sequence:
-            x, y = make_chunks(feats, labels, data_config["chunk_frames"],
-                               data_config["left_context"], data_config["output_delay"])
+            x, y = make_chunks(feats, labels, data_config.chunk_frames,
+                               data_config.left_context, data_config.output_delay)
         else:
             x, y = feats, labels
         yield torch.from_numpy(x), torch.from_numpy(y)

@@ -15,8 +15,10 @@ import numpy as np
 import torch
 
 from emasr.nnet import checkpoint
-from emasr.nnet.averages import AVERAGED_MODELS
-from emasr.nnet.data import DataError, make_chunks
+from emasr.nnet.averages import AVERAGED_MODELS, family
+from emasr.nnet.config import ConfigError, DataConfig
+from emasr.nnet.data import DataError
+from emasr.nnet.input_modes import INPUT_MODES
 from emasr.nnet.models import build_model
 
 logger = logging.getLogger(__name__)
@@ -35,16 +37,18 @@ def load_model_file(path: str) -> tuple[torch.nn.Module, dict]:
 
 
 @torch.no_grad()
-def log_posteriors(model: torch.nn.Module, feats: np.ndarray, data_config: dict) -> np.ndarray:
-    """[T, P] log-posteriors; the LSTM runs the same chunks (left context, delay) as in training."""
-    x = torch.from_numpy(np.ascontiguousarray(feats, dtype=np.float32))
-    if not model.sequence_model:
-        return model(x).numpy()
-    chunk, left, delay = (data_config["chunk_frames"], data_config["left_context"],
-                          data_config["output_delay"])
-    chunks, _ = make_chunks(feats.astype(np.float32), None, chunk, left, delay)
-    out = model(torch.from_numpy(chunks))[:, left + delay:left + delay + chunk]
-    return out.reshape(-1, out.shape[-1])[:len(feats)].numpy()
+def log_posteriors(model: torch.nn.Module, feats: np.ndarray, data_config) -> np.ndarray:
+    """[T, P] log-posteriors; a sequence model runs the same chunks (left context, delay) as in
+    training."""
+    return INPUT_MODES[model.input_mode].log_posteriors(model, feats, data_config)
+
+
+def check_model_name(name: str) -> str:
+    """final, or the name of an averaged model (ema, ema_90000, avg, lastk)."""
+    if name != "final" and family(name) not in AVERAGED_MODELS:
+        raise click.BadParameter(f"'{name}': expected final or an averaged model "
+                                 f"({', '.join(AVERAGED_MODELS)}, or ema_<frames>)")
+    return name
 
 
 def write_matrices(wspecifier: str, items) -> int:
@@ -90,20 +94,22 @@ def log_likelihoods(model_path: str, data_dir: str, apply_priors: bool = True,
     from emasr.feats.pipeline import FeaturePipeline
 
     model, info = load_model_file(model_path)
+    data = DataConfig.build(info["data_config"], f"{model_path}: data_config")
     pipeline = FeaturePipeline.from_dict(info["pipeline"])
     priors = info["log_priors"].numpy() * prior_scale if apply_priors else 0.0
     for utt, feats in pipeline.iterate(data_dir):
         if feats.shape[1] != info["input_dim"]:
             raise DataError(f"{data_dir}/feats.scp: utterance {utt}: network input dimension "
                             f"{feats.shape[1]}, but {model_path} expects {info['input_dim']}")
-        yield utt, (log_posteriors(model, feats, info["data_config"]) - priors).astype(np.float32)
+        yield utt, (log_posteriors(model, feats, data) - priors).astype(np.float32)
 
 
 @click.command("nnet-forward")
-@click.option("--model", "which", type=click.Choice(["final", *AVERAGED_MODELS]), default="final",
-              show_default=True, help="final.pt (the global model W_g) or an averaged model: "
-                                      "ema.pt (the EMA), avg.pt (cumulative average), lastk.pt "
-                                      "(average of the last k epochs).")
+@click.option("--model", "which", default="final", show_default=True,
+              callback=lambda ctx, param, value: check_model_name(value),
+              help="final.pt (the global model W_g) or an averaged model: ema.pt (the EMA; "
+                   "ema_<frames>.pt, one of several half-lives), avg.pt (cumulative average), "
+                   "lastk.pt (average of the last k epochs).")
 @click.option("--no-priors", is_flag=True, help="Write log-posteriors instead of log-likelihoods.")
 @click.option("--prior-scale", type=float, default=1.0, show_default=True,
               help="Scale of the log-priors subtracted from the log-posteriors.")
@@ -124,6 +130,6 @@ def nnet_forward_cli(which: str, no_priors: bool, prior_scale: float, num_thread
     try:
         count = write_matrices(wspecifier, log_likelihoods(path, data_dir, not no_priors,
                                                            prior_scale))
-    except (DataError, checkpoint.CheckpointError) as err:
+    except (DataError, checkpoint.CheckpointError, ConfigError) as err:
         raise click.ClickException(str(err)) from None
     logger.info("wrote log-likelihoods of %d utterances from %s to %s", count, path, wspecifier)

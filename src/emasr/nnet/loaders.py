@@ -12,14 +12,14 @@ from emasr.nnet.resident import ResidentData, ResidentParts
 LOADERS = ("stream", "resident")
 
 
-def training_data(loader: str, source: Source, utts: list[str], data_config: dict, sequence: bool,
+def training_data(loader: str, source: Source, utts: list[str], data_config, sequence: bool,
                   rank: int, device: torch.device):
     """Worker `rank`'s minibatches through the data path `loader`."""
     if loader == "stream":
         return TrainingData(source, utts, data_config, sequence, rank,
                             pin_memory=device.type == "cuda")
     if loader == "resident":
-        whole = int(data_config["resident_part_frames"]) == 0
+        whole = data_config.resident_part_frames == 0
         return (ResidentData if whole else ResidentParts)(source, utts, data_config, sequence,
                                                           rank, device)
     raise ValueError(f"unknown data.loader '{loader}'; expected one of {', '.join(LOADERS)}")

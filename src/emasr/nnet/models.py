@@ -4,18 +4,29 @@ LSTM with projections (LSTMP). Both output pdf log-posteriors (log_softmax over 
 Shapes: the DNN maps [B, D] -> [B, P]; the LSTM maps [B, T, D] -> [B, T, P], where output t sees
 input frames up to t (unidirectional) and, trained with an output delay d, predicts the label of
 frame t - d.
+
+ARCHITECTURES is the one registry: an architecture is its module (or class here) plus one entry,
+and the entry carries its `model` section (a Section dataclass whose fields are the model's
+arguments), its input mode (emasr.nnet.input_modes), what the config check asks of the other
+sections, and the report's label.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import torch
 from torch import nn
+
+from emasr.nnet.input_modes import INPUT_MODES, InputMode
+from emasr.nnet.sections import ConfigError, Section
 
 ACTIVATIONS = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh}
 NORMS = {"none": None, "batchnorm": nn.BatchNorm1d, "layernorm": nn.LayerNorm}
 
 
 class DNN(nn.Module):
-    sequence_model = False
+    input_mode = "frame"
 
     def __init__(self, input_dim: int, num_pdfs: int, hidden_layers: int = 6,
                  hidden_dim: int = 1024, activation: str = "relu", norm: str = "none",
@@ -46,7 +57,7 @@ class DNN(nn.Module):
 
 
 class LSTMP(nn.Module):
-    sequence_model = True
+    input_mode = "sequence"
 
     def __init__(self, input_dim: int, num_pdfs: int, num_layers: int = 3,
                  hidden_size: int = 1024, proj_size: int = 256, dropout: float = 0.0) -> None:
@@ -64,12 +75,76 @@ class LSTMP(nn.Module):
         return torch.log_softmax(self.output(hidden).float(), dim=-1)   # fp32, as the DNN
 
 
-def build_model(model_config: dict, input_dim: int, num_pdfs: int) -> nn.Module:
-    """The model named by model_config['type'] with the config's other keys as its arguments."""
-    options = {k: v for k, v in model_config.items() if k != "type"}
-    kind = model_config["type"]
-    if kind == "dnn":
-        return DNN(input_dim, num_pdfs, **options)
-    if kind == "lstm":
-        return LSTMP(input_dim, num_pdfs, **options)
-    raise ValueError(f"unknown model type '{kind}'; expected dnn or lstm")
+@dataclass
+class DnnConfig(Section):
+    type: str = "dnn"
+    hidden_layers: int = 6
+    hidden_dim: int = 1024
+    activation: str = "relu"       # relu | sigmoid | tanh
+    norm: str = "none"             # none | batchnorm | layernorm
+    dropout: float = 0.0
+
+
+def check_dnn(config) -> None:
+    m = config.model
+    if m.activation not in ACTIVATIONS:
+        raise ConfigError(f"model.activation '{m.activation}': expected one of "
+                          f"{', '.join(ACTIVATIONS)}")
+    if m.norm not in NORMS:
+        raise ConfigError(f"model.norm '{m.norm}': expected one of {', '.join(NORMS)}")
+
+
+@dataclass
+class LstmConfig(Section):
+    type: str = "lstm"
+    num_layers: int = 3
+    hidden_size: int = 1024
+    proj_size: int = 256
+    dropout: float = 0.0
+
+
+def check_lstm(config) -> None:
+    m = config.model
+    if m.proj_size >= m.hidden_size:
+        raise ConfigError(f"model.proj_size ({m.proj_size}) must be smaller than "
+                          f"model.hidden_size ({m.hidden_size})")
+
+
+@dataclass(frozen=True)
+class Architecture:
+    name: str                  # model.type; the recipe's --archs
+    label: str                 # how the report names it
+    config: type               # its `model` section (its fields but `type` are the arguments)
+    module: Callable           # (input_dim, num_pdfs, **arguments) -> nn.Module
+    input_mode: str            # emasr.nnet.input_modes
+    check: Callable | None = None   # (config) -> None, or a ConfigError
+
+    @property
+    def mode(self) -> InputMode:
+        return INPUT_MODES[self.input_mode]
+
+
+ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
+    Architecture("dnn", "DNN", DnnConfig, DNN, "frame", check_dnn),
+    Architecture("lstm", "LSTMP", LstmConfig, LSTMP, "sequence", check_lstm),
+)}
+
+
+def architecture(model_config) -> Architecture:
+    kind = model_config.type if isinstance(model_config, Section) else model_config["type"]
+    if kind not in ARCHITECTURES:
+        raise ConfigError(f"unknown model.type '{kind}'; expected one of {', '.join(ARCHITECTURES)}")
+    return ARCHITECTURES[kind]
+
+
+def model_config(values: dict, where: str = "model"):
+    """A `model` section from a mapping (a saved config's or a model file's)."""
+    return architecture(values).config.build(values, where)
+
+
+def build_model(config, input_dim: int, num_pdfs: int) -> nn.Module:
+    """The model of a `model` section (or of the mapping a model file stores)."""
+    if not isinstance(config, Section):
+        config = model_config(config)
+    arguments = {k: v for k, v in config.to_dict().items() if k != "type"}
+    return architecture(config).module(input_dim, num_pdfs, **arguments)

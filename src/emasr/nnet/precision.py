@@ -81,9 +81,9 @@ def make_optimizer(factory, params, impl: str) -> torch.optim.Optimizer:
         return factory(params, foreach=True)
 
 
-def compile_mode(train: dict) -> str | None:
+def compile_mode(train) -> str | None:
     """The torch.compile mode of a config's `train` section; None: eager."""
-    return train["compile_mode"] if train["compile"] else None
+    return train.compile_mode if train.compile else None
 
 
 def compiled(function, mode: str | None):

@@ -19,34 +19,14 @@ import math
 import os
 
 from emasr.io.atomic import atomic_write
+from emasr.nnet.sync import bmuf
 
 REGIME_FILE = "regime.json"
 
 
-def minibatch_frames(data: dict, sequence_model: bool) -> int:
-    """Target frames of one worker's minibatch (an LSTM's: chunks x chunk frames)."""
-    if sequence_model:
-        return int(data["chunks_per_minibatch"]) * int(data["chunk_frames"])
-    return int(data["minibatch_frames"])
-
-
-def shard_syncs(lengths: list[int], data: dict, sequence_model: bool, tau: int) -> int:
-    """Syncs an epoch of one worker's shard (target frames per utterance) allows: its minibatches
-    as the loader cuts them (every one full but the last; an LSTM's of chunks, an utterance's last
-    chunk padded) // tau. The epoch ends at the fewest over the workers."""
-    if sequence_model:
-        chunk = int(data["chunk_frames"])
-        examples, batch = sum(-(-n // chunk) for n in lengths), int(data["chunks_per_minibatch"])
-    else:
-        examples, batch = sum(lengths), int(data["minibatch_frames"])
-    return -(-examples // batch) // tau
-
-
-def block_momentum(sync: dict, workers: int) -> float | None:
+def block_momentum(sync, workers: int) -> float | None:
     """BMUF's eta as the rule uses it (1 - 1/N by default); None for the other rules."""
-    if sync["strategy"] != "bmuf":
-        return None
-    return 1.0 - 1.0 / workers if sync["block_momentum"] is None else float(sync["block_momentum"])
+    return bmuf.block_momentum(sync, workers) if sync.strategy == "bmuf" else None
 
 
 def data_rule(eta: float | None, frames_per_sync: int, workers: int,
@@ -69,30 +49,29 @@ def ema_regime(name: str, decay: float, frames_per_sync: int, frames_per_epoch: 
             "half_life_epochs": half_life_frames / frames_per_epoch if frames_per_epoch else None}
 
 
-def compute(config: dict, workers: int, frames_per_epoch: int, sequence_model: bool,
-            emas: dict[str, float] | None = None, hardware: dict | None = None,
-            syncs_per_epoch: int | None = None) -> dict:
+def compute(config, workers: int, frames_per_epoch: int, emas: dict[str, float] | None = None,
+            hardware: dict | None = None, syncs_per_epoch: int | None = None) -> dict:
     """The regime of `config` trained by `workers` workers on `frames_per_epoch` target frames
     (all workers together); `emas`: EMA model name -> decay per sync; `syncs_per_epoch`: as the
-    shards give them (shard_syncs' fewest; default: the epoch's frames over frames per sync)."""
-    sync, train = config["sync"], config["train"]
-    per_batch = minibatch_frames(config["data"], sequence_model)
-    tau = int(sync["block_size"])
-    frames_per_sync = per_batch * tau * workers
+    shards give them (the fewest any worker's minibatches allow; default: the epoch's frames over
+    frames per sync)."""
+    sync, train = config.sync, config.train
+    per_batch = config.architecture.mode.minibatch_frames(config.data)
+    frames_per_sync = per_batch * sync.block_size * workers
     if syncs_per_epoch is None:
         syncs_per_epoch = frames_per_epoch // frames_per_sync
     eta = block_momentum(sync, workers)
-    per_process = int(config["dist"]["workers_per_process"])
+    per_process = config.dist.workers_per_process
     regime = {
-        "strategy": sync["strategy"], "workers": workers, "workers_per_process": per_process,
-        "processes": max(1, workers // per_process), "seed": int(train["init_seed"]),
-        "data_seed": int(config["data"]["seed"]), "epochs": int(train["epochs"]),
-        "frames_per_epoch": int(frames_per_epoch), "minibatch_frames": per_batch, "tau": tau,
-        "frames_per_sync": frames_per_sync, "syncs_per_epoch": syncs_per_epoch,
-        "syncs_total": syncs_per_epoch * int(train["epochs"]),
+        "strategy": sync.strategy, "workers": workers, "workers_per_process": per_process,
+        "processes": max(1, workers // per_process), "seed": train.init_seed,
+        "data_seed": config.data.seed, "epochs": train.epochs,
+        "frames_per_epoch": int(frames_per_epoch), "minibatch_frames": per_batch,
+        "tau": sync.block_size, "frames_per_sync": frames_per_sync,
+        "syncs_per_epoch": syncs_per_epoch, "syncs_total": syncs_per_epoch * train.epochs,
         "block_momentum": eta,
-        "block_lr": float(sync["block_lr"]) if sync["strategy"] == "bmuf" else None,
-        "warmup_blocks": int(sync["warmup_blocks"]) if sync["strategy"] == "bmuf" else None,
+        "block_lr": sync.block_lr if sync.strategy == "bmuf" else None,
+        "warmup_blocks": sync.warmup_blocks if sync.strategy == "bmuf" else None,
         **data_rule(eta, frames_per_sync, workers, frames_per_epoch),
         "emas": [ema_regime(name, decay, frames_per_sync, frames_per_epoch)
                  for name, decay in (emas or {}).items()],

@@ -105,18 +105,18 @@ def gather(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 class ResidentData:
     """One worker's shard in one tensor; its minibatches for an epoch are index gathers."""
 
-    def __init__(self, source: Source, utts: list[str], data_config: dict, sequence: bool,
+    def __init__(self, source: Source, utts: list[str], data_config, sequence: bool,
                  rank: int, device: torch.device | str = "cpu", part: int | None = None) -> None:
         self.source, self.utts, self.config = source, utts, data_config
         self.sequence, self.rank, self.device = sequence, rank, resolved(device)
         self.part = part   # ResidentParts' part number: its own permutations
-        self.dtype = RESIDENT_DTYPES[data_config["resident_dtype"]]
+        self.dtype = RESIDENT_DTYPES[data_config.resident_dtype]
         self.splice = int(source.pipeline.config.splice)
         self.feats: torch.Tensor | None = None   # loaded on first use (load())
 
     # -- loading ----------------------------------------------------------------------------
     def placement(self, nbytes: int) -> torch.device:
-        memory = self.config["resident_memory"]
+        memory = self.config.resident_memory
         if self.device.type != "cuda" or memory == "device":
             return self.device
         if memory == "host":
@@ -171,15 +171,15 @@ class ResidentData:
         self.starts = torch.from_numpy(starts).to(self.store)
         self.ends = torch.from_numpy(ends).to(self.store)
         if self.sequence:
-            chunk = int(self.config["chunk_frames"])
+            chunk = self.config.chunk_frames
             counts = -(-lengths // chunk)
             utt = np.repeat(np.arange(len(lengths)), counts)
             first = np.repeat(np.cumsum(counts) - counts, counts)   # each utterance's first chunk
             self.chunk_utt = torch.from_numpy(utt).to(self.store)
             self.chunk_start = torch.from_numpy(starts[utt] + (np.arange(len(utt)) - first) * chunk
                                                 ).to(self.store)
-            self.window = torch.arange(-int(self.config["left_context"]),
-                                       chunk + int(self.config["output_delay"]), device=self.store)
+            self.window = torch.arange(-self.config.left_context,
+                                       chunk + self.config.output_delay, device=self.store)
             self.positions = torch.arange(chunk, device=self.store)
 
     @property
@@ -213,14 +213,14 @@ class ResidentData:
     # -- an epoch ---------------------------------------------------------------------------
     def order(self, epoch: int) -> torch.Tensor:
         """The epoch's permutation of the examples, on the store's device."""
-        key = [int(self.config["seed"]), epoch, self.rank, 2]
+        key = [self.config.seed, epoch, self.rank, 2]
         rng = np.random.default_rng(key if self.part is None else key + [self.part])
         return torch.from_numpy(rng.permutation(self.examples)).to(self.store)
 
     @property
     def batch_size(self) -> int:
         """Examples per minibatch: frames (DNN) or chunks (LSTM)."""
-        return int(self.config["chunks_per_minibatch" if self.sequence else "minibatch_frames"])
+        return self.config.chunks_per_minibatch if self.sequence else self.config.minibatch_frames
 
     def examples_of(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.chunks(ids) if self.sequence else self.frames(ids)
@@ -260,12 +260,12 @@ class ResidentParts:
     pipeline may drop an utterance whose features and targets disagree in length): the parts
     before the resume point are read again, but nothing of them is gathered or trained."""
 
-    def __init__(self, source: Source, utts: list[str], data_config: dict, sequence: bool,
+    def __init__(self, source: Source, utts: list[str], data_config, sequence: bool,
                  rank: int, device: torch.device | str = "cpu") -> None:
         self.source, self.utts, self.config = source, utts, data_config
         # the GPU resolved here, not in the loading thread (whose current device is the first)
         self.sequence, self.rank, self.device = sequence, rank, resolved(device)
-        self.part_frames = int(data_config["resident_part_frames"])
+        self.part_frames = data_config.resident_part_frames
         self.lengths: np.ndarray | None = None   # target frames per utterance, read once
         self.ahead: tuple[int, concurrent.futures.Future] | None = None   # (epoch, its 1st part)
 
@@ -277,7 +277,7 @@ class ResidentParts:
         data.resident_part_frames target frames (a longer utterance alone)."""
         if self.lengths is None:
             self.lengths = np.array([len(self.source.targets.reader[u]) for u in self.utts])
-        rng = np.random.default_rng([int(self.config["seed"]), epoch, self.rank, 3])
+        rng = np.random.default_rng([self.config.seed, epoch, self.rank, 3])
         parts, frames = [], 0
         for i in rng.permutation(len(self.utts)):
             if not parts or frames + self.lengths[i] > self.part_frames:

@@ -34,12 +34,12 @@ from emasr.nnet.data import (DataError, Source, eval_batches, shard, utterances_
 from emasr.nnet.loaders import training_data
 from emasr.nnet.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
-from emasr.nnet.averages import EmaAverager, build_averagers
+from emasr.nnet.averages import build_averagers, ema_decays
 from emasr.nnet.resident import ResidentData, ResidentGroup
 from emasr.nnet.precision import compile_mode, make_optimizer, set_tf32
 from emasr.nnet.schedule import LearningRateSchedule
 from emasr.nnet.sync import make_rule
-from emasr.nnet.workers import batch_stats, make_workers, predict, summed
+from emasr.nnet.workers import batch_stats, make_workers, summed
 
 logger = logging.getLogger(__name__)
 
@@ -49,14 +49,15 @@ METRICS_EVERY_SECONDS = 10.0   # metrics.jsonl records are appended at most this
                                # record alone costs more than the record
 
 
-def make_pipeline(features: dict, train_dir: str | None = None):
+def make_pipeline(features, train_dir: str | None = None):
     """The network feature pipeline; with global CMVN it carries the training set's stats, so dev
     and decoding normalize exactly as training did."""
     from emasr.feats.cmvn import GLOBAL_CMVN_FILE, read_stats
     from emasr.feats.pipeline import FeaturePipeline, PipelineConfig
 
-    pipeline = FeaturePipeline(PipelineConfig(**{k: v for k, v in features.items() if k != "dim"}))
-    if features["cmvn"] == "global" and train_dir is not None:
+    pipeline = FeaturePipeline(PipelineConfig(**{k: v for k, v in features.to_dict().items()
+                                                 if k != "dim"}))
+    if features.cmvn == "global" and train_dir is not None:
         path = os.path.join(train_dir, GLOBAL_CMVN_FILE)
         if not os.path.isfile(path):
             raise DataError(f"expected file {path} to exist for features.cmvn=global "
@@ -91,7 +92,7 @@ def recorded_by(record: dict, position: tuple[int, int]) -> bool:
 
 
 class Trainer:
-    def __init__(self, config: dict, targets_dir: str, train_dir: str, dev_dir: str,
+    def __init__(self, config: configs.Config, targets_dir: str, train_dir: str, dev_dir: str,
                  exp_dir: str, resume: bool = False) -> None:
         self.config, self.exp_dir, self.resume = config, exp_dir, resume
         self.targets_dir, self.train_dir, self.dev_dir = targets_dir, train_dir, dev_dir
@@ -101,18 +102,18 @@ class Trainer:
     # -- setup ------------------------------------------------------------------------------
     def setup(self) -> None:
         c = self.config
-        self.device = worker_device(c["dist"]["device"])
-        self.rank, self.world = init_process_group(c["dist"]["backend"], c["dist"]["timeout_s"],
+        self.device = worker_device(c.dist.device)
+        self.rank, self.world = init_process_group(c.dist.backend, c.dist.timeout_s,
                                                    self.device)
-        self.comm = Communicator(self.world, self.rank, float(c["dist"]["timeout_s"]))
+        self.comm = Communicator(self.world, self.rank, c.dist.timeout_s)
         # N workers, K in each process: worker rank * K + k is the real worker of that index
-        self.per_process = int(c["dist"]["workers_per_process"])
+        self.per_process = c.dist.workers_per_process
         self.workers = self.per_process * self.world
         self.worker_ids = [self.rank * self.per_process + k for k in range(self.per_process)]
         check_worker_count(self.per_process)
-        self.pipeline = make_pipeline(c["features"], self.train_dir)
+        self.pipeline = make_pipeline(c.features, self.train_dir)
         self.targets = open_targets(self.targets_dir)
-        stack = int(c["features"]["stack"])
+        stack = c.features.stack
         if int(self.targets.subsampling_factor) != stack:
             raise DataError(f"{self.targets_dir}/frame_subsampling_factor is "
                             f"{self.targets.subsampling_factor} but features.stack is {stack}; "
@@ -125,11 +126,12 @@ class Trainer:
                                  self.input_dim, self.num_pdfs)
         train_utts = utterances_with_targets(self.train_dir, self.targets, self.targets_dir, "training")
         self.dev_utts = utterances_with_targets(self.dev_dir, self.targets, self.targets_dir, "dev")
-        torch.manual_seed(int(c["train"]["init_seed"]))   # the same initial model on every rank
-        self.model = build_model(c["model"], self.input_dim, self.num_pdfs).to(self.device)
-        self.shards = [training_data(c["data"]["loader"], self.train_source,
-                                     shard(train_utts, int(c["data"]["seed"]), g, self.workers),
-                                     c["data"], self.model.sequence_model, g, self.device)
+        torch.manual_seed(c.train.init_seed)   # the same initial model on every rank
+        self.model = build_model(c.model, self.input_dim, self.num_pdfs).to(self.device)
+        self.mode = c.architecture.mode
+        self.shards = [training_data(c.data.loader, self.train_source,
+                                     shard(train_utts, c.data.seed, g, self.workers),
+                                     c.data, self.mode.sequence, g, self.device)
                        for g in self.worker_ids]
         # K resident shards: one store, one gather per step for all K (shards held whole)
         self.group = (ResidentGroup(self.shards) if self.per_process > 1 and
@@ -144,21 +146,18 @@ class Trainer:
         self.epoch_frames = int(self.comm.all_reduce(frames, "training frames").item())
         # an epoch ends at the last block every worker can fill: the fewest syncs of any shard
         syncs = torch.tensor([float(min(
-            regime.shard_syncs([lengths[u] for u in data.utts], c["data"],
-                               self.model.sequence_model, int(c["sync"]["block_size"]))
+            self.mode.minibatches([lengths[u] for u in data.utts], c.data) // c.sync.block_size
             for data in self.shards))], device=self.device)
         self.syncs_per_epoch = int(self.comm.all_reduce(
             syncs, "syncs per epoch", op=torch.distributed.ReduceOp.MIN).item())
-        seeds = [int(c["train"]["init_seed"]) * 1000 + g for g in self.worker_ids]
+        seeds = [c.train.init_seed * 1000 + g for g in self.worker_ids]
         torch.manual_seed(seeds[0])   # dropout per worker (several: a stream each)
-        set_tf32(self.device, bool(c["train"]["tf32"]))
+        set_tf32(self.device, c.train.tf32)
         self.local = make_workers(self.model, self._optimizer, seeds, self.device,
-                                  float(c["train"]["max_grad_norm"]), c["data"],
-                                  precision=c["train"]["precision"],
-                                  compile_mode=compile_mode(c["train"]))
-        s = c["sync"]
-        self.rule = make_rule(s["strategy"], self.workers, float(s["block_lr"]),
-                              s["block_momentum"], bool(s["nesterov"]), int(s["warmup_blocks"]))
+                                  c.train.max_grad_norm, c.data,
+                                  precision=c.train.precision,
+                                  compile_mode=compile_mode(c.train))
+        self.rule = make_rule(c.sync, self.workers)
         initial = model_to_vector(self.model)
         self.rule.start(initial)
         # the sync's buffer (pack): [model vector, extras], kept for the whole run
@@ -167,50 +166,49 @@ class Trainer:
         self.worker_sum = (torch.empty(initial.numel(), dtype=torch.float64, device=self.device)
                            if self.per_process > 1 else None)
         self.averagers = build_averagers(c, self.frames_per_sync())
-        self.regime = regime.compute(
-            c, self.workers, self.epoch_frames, self.model.sequence_model,
-            {name: a.decay for name, a in self.averagers.items() if isinstance(a, EmaAverager)},
-            regime.hardware(self.device), self.syncs_per_epoch)
+        self.regime = regime.compute(c, self.workers, self.epoch_frames,
+                                     ema_decays(self.averagers), regime.hardware(self.device),
+                                     self.syncs_per_epoch)
         if self.rank == 0:
             logger.info("regime: %s", regime.describe(self.regime))
             if regime.warning(self.regime):
                 logger.warning("%s", regime.warning(self.regime))
-        t = c["train"]
-        self.schedule = LearningRateSchedule(
-            t["schedule"], float(t["lr"]), None if t["final_lr"] is None else float(t["final_lr"]),
-            float(t["lr_decay"]), float(t["newbob_start_halving"]),
-            float(t["newbob_end_halving"]), float(t["min_lr"]))
+        t = c.train
+        self.schedule = LearningRateSchedule(t.schedule, t.lr, t.final_lr, t.lr_decay,
+                                             t.newbob_start_halving, t.newbob_end_halving,
+                                             t.min_lr)
         # Kaldi's rule for model averaging: N workers each at N x the rate
-        self.lr_scale = self.workers if s["lr_times_workers"] else 1
+        self.lr_scale = self.workers if c.sync.lr_times_workers else 1
         self.position = (0, 0)   # (epoch, blocks done in it)
         self.counters = {"syncs": 0, "frames": 0.0, "seconds_compute": 0.0, "seconds_train": 0.0}
 
     def _input_dim(self) -> int:
-        expected = self.config["features"]["dim"]
+        expected = self.config.features.dim
         raw = raw_feature_dim(self.train_dir)
-        if expected is not None and int(expected) != raw:
+        if expected is not None and expected != raw:
             raise DataError(f"{self.train_dir}/feats.scp: features have dimension {raw}, but the "
                             f"config says features.dim={expected}")
         return int(self.pipeline.output_dim(raw))
 
     def _optimizer(self, params) -> torch.optim.Optimizer:
-        t = self.config["train"]
+        t = self.config.train
 
         def factory(params, **kernels):
-            if t["optimizer"] == "adam":
-                return torch.optim.Adam(params, lr=float(t["lr"]),
-                                        weight_decay=float(t["weight_decay"]), **kernels)
-            return torch.optim.SGD(params, lr=float(t["lr"]), momentum=float(t["momentum"]),
-                                   weight_decay=float(t["weight_decay"]), **kernels)
-        return make_optimizer(factory, params, t["optimizer_impl"])
+            if t.optimizer == "adam":
+                return torch.optim.Adam(params, lr=t.lr, weight_decay=t.weight_decay, **kernels)
+            if t.optimizer == "adamw":
+                return torch.optim.AdamW(params, lr=t.lr, weight_decay=t.weight_decay, **kernels)
+            return torch.optim.SGD(params, lr=t.lr, momentum=t.momentum,
+                                   weight_decay=t.weight_decay, **kernels)
+        return make_optimizer(factory, params, t.optimizer_impl)
 
     def frames_per_sync(self) -> int:
-        per_batch = regime.minibatch_frames(self.config["data"], self.model.sequence_model)
-        return per_batch * int(self.config["sync"]["block_size"]) * self.workers
+        return self.mode.minibatch_frames(self.config.data) * self.config.sync.block_size * \
+            self.workers
 
     def progress(self) -> float:
         """The share of the run's planned frames (epochs x one epoch's frames) processed."""
-        planned = int(self.config["train"]["epochs"]) * self.epoch_frames
+        planned = self.config.train.epochs * self.epoch_frames
         return self.counters["frames"] / planned if planned else 0.0
 
     # -- training ---------------------------------------------------------------------------
@@ -221,7 +219,7 @@ class Trainer:
             # pre-run); a rejected first epoch returns to the checkpoint written here
             self.schedule.set_initial_loss(self.evaluate(self.rule.global_model)[0])
             self.save_checkpoint()
-        epochs = int(self.config["train"]["epochs"])
+        epochs = self.config.train.epochs
         while self.position[0] < epochs and not self.schedule.stopped:
             epoch, start_block = self.position
             start = time.perf_counter()
@@ -240,7 +238,7 @@ class Trainer:
         self.local.set_lr(self.schedule.lr_at(self.progress()) * self.lr_scale)
 
     def run_epoch(self, epoch: int, start_block: int) -> None:
-        tau = int(self.config["sync"]["block_size"])
+        tau = self.config.sync.block_size
         # from the resume point on: the same epoch's data order, the minibatches before it
         # skipped; step i holds every worker's minibatch i, while every worker has one
         if self.group is not None:
@@ -256,7 +254,7 @@ class Trainer:
         ready = self.all_ready(full)
         self.local.train()   # evaluation runs on copies: the workers stay in training mode
         index = start_block
-        every = int(self.config["train"]["checkpoint_every_blocks"])
+        every = self.config.train.checkpoint_every_blocks
         while ready:
             self.set_lr()
             stats, seconds = self.train_block(block)
@@ -330,9 +328,9 @@ class Trainer:
         vector_to_model(vector, model)
         model.eval()
         batches = eval_batches(self.dev_source, self.dev_utts[self.rank::self.world],
-                               self.config["data"], model.sequence_model)
+                               self.config.data, self.mode.sequence)
         with torch.no_grad():
-            stats = [batch_stats(predict(model, x.to(self.device), self.config["data"]),
+            stats = [batch_stats(self.mode.aligned(model(x.to(self.device)), self.config.data),
                                  y.to(self.device))[1] for x, y in batches]
         sums = torch.tensor(summed(stats) if stats else [0.0] * 3,   # (a rank may have none)
                             dtype=torch.float64, device=self.device)
@@ -414,7 +412,7 @@ class Trainer:
         self.comm.barrier("exp dir setup")
 
     def global_state(self) -> dict:
-        return {"config": self.config, "world_size": self.workers, "position": self.position,
+        return {"config": self.config.to_dict(), "world_size": self.workers, "position": self.position,
                 "input_dim": self.input_dim, "num_pdfs": self.num_pdfs,
                 "rule": self.rule.state_dict(),
                 "averages": {name: a.state_dict() for name, a in self.averagers.items()},
@@ -508,8 +506,8 @@ class Trainer:
     def model_file(self, vector: torch.Tensor, kind: str) -> dict:
         model = copy.deepcopy(self.model)
         vector_to_model(vector, model)
-        return {"kind": kind, "model_config": self.config["model"],
-                "data_config": self.config["data"], "input_dim": self.input_dim,
+        return {"kind": kind, "model_config": self.config.model.to_dict(),
+                "data_config": self.config.data.to_dict(), "input_dim": self.input_dim,
                 "num_pdfs": self.num_pdfs, "pipeline": self.pipeline.to_dict(),
                 "log_priors": torch.as_tensor(np.asarray(self.targets.log_priors), dtype=torch.float32),
                 "state_dict": {k: v.cpu() for k, v in model.state_dict().items()}}
@@ -548,7 +546,7 @@ def check_worker_count(per_process: int) -> None:
             "steps/nnet/train.sh --workers-per-process K (processes = N / K)")
 
 
-def run(config: dict, targets_dir: str, train_dir: str, dev_dir: str, exp_dir: str,
+def run(config: configs.Config, targets_dir: str, train_dir: str, dev_dir: str, exp_dir: str,
         resume: bool) -> None:
     # torchrun --max-restarts: a restarted worker group continues from the last complete checkpoint
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))

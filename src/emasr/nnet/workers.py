@@ -31,6 +31,7 @@ from torch import nn
 from emasr.nnet.data import IGNORE
 from emasr.nnet.flat import (check_mean_size, mean_to_vector, model_to_vector, state_tensors,
                              vector_to_model)
+from emasr.nnet.input_modes import INPUT_MODES
 from emasr.nnet.models import ACTIVATIONS
 from emasr.nnet.precision import autocast, compiled, kept, new_step
 
@@ -71,13 +72,10 @@ def summed(stats: list[torch.Tensor]) -> list[float]:
             sum(correct for _, correct, _ in values), sum(frames for _, _, frames in values)]
 
 
-def predict(model, x: torch.Tensor, data_config: dict) -> torch.Tensor:
-    """Log-posteriors aligned with the labels: [B, P] (DNN) or the chunk part [B, C, P] (LSTM)."""
-    out = model(x)
-    if getattr(model, "sequence_model", False):
-        start = data_config["left_context"] + data_config["output_delay"]
-        out = out[:, start:start + data_config["chunk_frames"]]
-    return out
+def predict(model, x: torch.Tensor, data_config) -> torch.Tensor:
+    """Log-posteriors aligned with the labels, as the model's input mode cuts them: [B, P], or a
+    chunk's part [B, C, P]."""
+    return INPUT_MODES[model.input_mode].aligned(model(x), data_config)
 
 
 def new_stream(seed: int, device: torch.device) -> torch.Generator:
@@ -95,11 +93,13 @@ def can_stack(model: nn.Module) -> bool:
     """Whether K copies of `model` can run as one batched computation (StackedWorkers): the DNN
     when each of its layers is STACKABLE (batchnorm updates running statistics of its own in
     every worker, so it runs as a loop)."""
-    return not model.sequence_model and all(isinstance(m, STACKABLE) for m in model.layers)
+    return not INPUT_MODES[model.input_mode].sequence and isinstance(
+        getattr(model, "layers", None), nn.Sequential) and \
+        all(isinstance(m, STACKABLE) for m in model.layers)
 
 
 def make_workers(model: nn.Module, make_optimizer, seeds: list[int], device: torch.device,
-                 max_grad_norm: float, data_config: dict, precision: str = "fp32",
+                 max_grad_norm: float, data_config, precision: str = "fp32",
                  compile_mode: str | None = None):
     """K = len(seeds) workers starting from `model`; seeds are their dropout streams' (for K = 1
     the process's global torch RNG, seeded by the caller, is the worker's stream)."""
@@ -114,7 +114,7 @@ class LoopWorkers:
     """K modules and optimizers, trained one after the other."""
 
     def __init__(self, model: nn.Module, make_optimizer, seeds: list[int], device: torch.device,
-                 max_grad_norm: float, data_config: dict, precision: str = "fp32",
+                 max_grad_norm: float, data_config, precision: str = "fp32",
                  compile_mode: str | None = None) -> None:
         self.models = [model] + [copy.deepcopy(model) for _ in seeds[1:]]
         self.optimizers = [make_optimizer(m.parameters()) for m in self.models]

@@ -11,10 +11,13 @@ from emasr.io.atomic import atomic_write
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_STRATEGIES = ("single single+ema single+avg single+lastk ma ma+ema bmuf bmuf+ema bmuf+avg "
-                      "bmuf+lastk")
-DEFAULT_OPTIONS = {"title": "Results", "archs": ["dnn", "lstm"],
-                   "labels": DEFAULT_STRATEGIES.split(), "replications": 10000}
+DEFAULT_OPTIONS = {"title": "Results", "archs": ["dnn", "lstm"], "replications": 10000}
+
+
+def default_options() -> dict:
+    from emasr.report.systems import default_labels
+
+    return {**DEFAULT_OPTIONS, "labels": default_labels()}
 
 
 def order_labels(strategies: str) -> list[str]:
@@ -45,7 +48,7 @@ def make_report(exp_dirs: list[str], out: str, plot_dir: str, options: dict,
         options = {**stored, **{k: v for k, v in options.items() if v is not None},
                    "notes": stored["notes"] + options["notes"]}
     else:
-        options = {**DEFAULT_OPTIONS, **{k: v for k, v in options.items() if v is not None}}
+        options = {**default_options(), **{k: v for k, v in options.items() if v is not None}}
         networks, gmms = read_exp_dirs(exp_dirs)
         write_counts(counts_dir, networks, gmms, options)
     replications = options["replications"]
@@ -87,8 +90,8 @@ def print_selected(exp_dirs: list[str], archs: list[str], labels: list[str]) -> 
               "with --from-counts, the committed report's].")
 @click.option("--strategies", default=None,
               help="Table rows: a sync rule (single, ma, bmuf), optionally +ema, +avg or +lastk "
-                   f"(an averaged model of the same runs) [default: {DEFAULT_STRATEGIES}; with "
-                   "--from-counts, the committed report's].")
+                   "(an averaged model of the same runs) [default: every registered rule, alone "
+                   "and with each averaged model; with --from-counts, the committed report's].")
 @click.option("--note", "notes", multiple=True,
               help="A line under the title, e.g. the command, wall time and machine (repeatable).")
 @click.option("--bench", default=None, type=click.Path(dir_okay=False),
@@ -139,8 +142,9 @@ def report_cli(out, plot_dir, archs, strategies, notes, bench, replications, tit
     labels = order_labels(strategies) if strategies is not None else None
     arch_list = archs.split() if archs is not None else None
     if select:
-        print_selected(list(exp_dirs), arch_list or DEFAULT_OPTIONS["archs"],
-                       labels or DEFAULT_OPTIONS["labels"])
+        defaults = default_options()
+        print_selected(list(exp_dirs), arch_list or defaults["archs"],
+                       labels or defaults["labels"])
         return
     report_dir = os.path.dirname(os.path.abspath(out))
     plot_dir = plot_dir or os.path.join(report_dir, "plots")

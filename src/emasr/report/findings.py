@@ -13,6 +13,7 @@ accelerator of its own.
 from __future__ import annotations
 
 from emasr.nnet.averages import AVERAGED_MODELS
+from emasr.nnet.sync import RULES
 from emasr.nnet.regime import own_devices
 from emasr.report.intervals import LEVEL, Contrast, Interval, bootstrap
 from emasr.report.rows import Comparison, Row, find_row
@@ -30,8 +31,6 @@ CLAIMS = [
      "no_worse"),
 ]
 
-BASE_NAMES = {"single": "single", "ma": "MA", "bmuf": "BMUF"}
-
 # An LM weight chosen on dev needs neighbours in the sweep within this share of its acoustic
 # scale (1 / LM weight) on both sides, or a finer grid could have moved it.
 GRID_STEP = 0.10
@@ -39,7 +38,7 @@ GRID_STEP = 0.10
 
 def name(label: str) -> str:
     base, plus, model = label.partition("+")
-    text = BASE_NAMES.get(base, base)
+    text = RULES[base].label if base in RULES else base
     return f"{text}+{AVERAGED_MODELS[model].label if model in AVERAGED_MODELS else model}" \
         if plus else text
 

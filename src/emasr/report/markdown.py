@@ -143,6 +143,46 @@ def regime_section(rows: list[Row]) -> list[str]:
     return lines + (table(REGIME_HEADER, body) if body else ["No run recorded its regime."])
 
 
+def sweep_rows(row: Row) -> list[list[str]]:
+    """One line per averaged model a run of `row` kept for the row's family (several EMAs, one
+    per half-life): its half-life, dev frame accuracy, dev and test CER, and whether dev chose it."""
+    lines = []
+    for run in row.runs:
+        variants = run.variants(row.model)
+        if len(variants) < 2:
+            continue
+        chosen = run.chosen(row.model)
+        halves = {e["name"]: e for e in (run.regime or {}).get("emas", [])}
+        for model in variants:
+            tuned, ema = run.tuned.get(model), halves.get(model, {})
+            dev = tuned.dev if tuned else None
+            test = tuned.test if tuned else None
+            acc = run.variant_acc(model)
+            lines.append([row.arch.upper(), name(row.label), str(row.workers_key), str(run.seed),
+                          model, fmt(ema.get("half_life_frames"), ".0f"),
+                          fmt(ema.get("half_life_syncs"), ".3g"),
+                          fmt(ema.get("half_life_epochs"), ".3g"),
+                          fmt(None if acc is None else 100 * acc, ".2f"),
+                          fmt(None if dev is None else dev.cer, ".2f"),
+                          fmt(None if test is None else test.cer, ".2f"),
+                          "**chosen**" if model == chosen else ""])
+    return lines
+
+
+def sweep_section(rows: list[Row]) -> list[str]:
+    """The averaged models a row chose among on dev (several EMA half-lives in one run)."""
+    body = [line for row in rows if row.ran and row.model != "final" for line in sweep_rows(row)]
+    if not body:
+        return []
+    return ["## Averaged models chosen on dev", "",
+            "A run that kept several models of one family (an EMA per half-life) is reported by "
+            "the one with the lowest dev CER, as the LM weight is chosen; the others are here. "
+            "Half-lives from the run's regime.json.", ""] + \
+        table(["arch", "row", "workers", "seed", "model", "half-life (frames)",
+               "half-life (syncs)", "half-life (epochs)", "dev frame acc (%)", "dev CER (%)",
+               "test CER (%)", ""], body) + [""]
+
+
 def gmm_section(gmms: list[tuple[str, dict[str, CerSummary]]],
                 ladder: list[Contrast | None]) -> list[str]:
     """The GMM systems in ladder order; `ladder[i]`: system i's test CER minus system i - 1's on
@@ -236,7 +276,7 @@ def render(title: str, notes: list[str], rows: list[Row],
     lines = [f"# {title}", ""]
     if notes:
         lines += [f"- {n}" for n in notes] + [""]
-    lines += network_section(rows) + [""] + regime_section(rows) + [""]
+    lines += network_section(rows) + [""] + sweep_section(rows) + regime_section(rows) + [""]
     warnings = grid_warnings(rows)
     if warnings:
         lines += ["## Scoring protocol", ""] + warnings + [""]

@@ -15,12 +15,21 @@ import json
 import os
 
 from emasr.io.atomic import atomic_write
-from emasr.nnet.averages import AVERAGED_MODELS
+from emasr.nnet.averages import AVERAGED_MODELS, family
+from emasr.nnet.sync import RULES
 from emasr.report.rows import Row
 from emasr.report.systems import NetworkRun
 
-COLORS = {"single": "tab:gray", "ma": "tab:blue", "bmuf": "tab:red"}
-STYLES = {"final": "-o", "ema": "--s", "avg": ":^", "lastk": "-.v"}
+GLOBAL_STYLE = "-o"   # the global model's line; an averaged model's is its registry entry's
+
+
+def color(strategy: str) -> str | None:
+    return RULES[strategy].color if strategy in RULES else None
+
+
+def style(model: str) -> str:
+    """The line style of a model (final, or a kept averaged model such as ema_90000)."""
+    return GLOBAL_STYLE if model == "final" else AVERAGED_MODELS[family(model)].style
 
 
 def pyplot():
@@ -75,15 +84,14 @@ def plot_dev_accuracy(runs: list[NetworkRun], archs: list[str], path: str) -> st
     for ax, arch in zip(axes, archs):
         for run in first_seed_runs(runs, arch):
             epochs = [e["epoch"] for e in run.metrics.epochs]
-            color = COLORS.get(run.strategy)
-            ax.plot(epochs, [100 * e["dev_acc"] for e in run.metrics.epochs], STYLES["final"],
-                    color=color, label=f"{run_name(run)} global")
-            for model in AVERAGED_MODELS:
+            ax.plot(epochs, [100 * e["dev_acc"] for e in run.metrics.epochs], style("final"),
+                    color=color(run.strategy), label=f"{run_name(run)} global")
+            for model in run.averages:
                 key = f"dev_acc_{model}"
                 points = [(e["epoch"], e[key]) for e in run.metrics.epochs if key in e]
                 if points:
-                    ax.plot([x for x, _ in points], [100 * y for _, y in points], STYLES[model],
-                            color=color, label=f"{run_name(run)} {AVERAGED_MODELS[model].label}")
+                    ax.plot([x for x, _ in points], [100 * y for _, y in points], style(model),
+                            color=color(run.strategy), label=f"{run_name(run)} {model}")
         ax.set(title=f"{arch.upper()}: dev frame accuracy per epoch", xlabel="epoch",
                ylabel="dev frame accuracy (%)")
         ax.xaxis.get_major_locator().set_params(integer=True)
@@ -98,13 +106,12 @@ def training_loss_figure(runs: list[NetworkRun], archs: list[str]):
     fig, axes = axes_grid(plt, archs)
     for ax, arch in zip(axes, archs):
         for run in first_seed_runs(runs, arch):
-            color = COLORS.get(run.strategy)
             blocks = run.metrics.blocks
             ax.plot([b.get("frames", i) for i, b in enumerate(blocks)], [b["loss"] for b in blocks],
-                    "-", color=color, alpha=0.8, label=f"{run_name(run)} train")
+                    "-", color=color(run.strategy), alpha=0.8, label=f"{run_name(run)} train")
             epochs = [e for e in run.metrics.epochs if "dev_loss" in e]
             ax.plot([e.get("frames", e["epoch"]) for e in epochs], [e["dev_loss"] for e in epochs],
-                    "o:", color=color, label=f"{run_name(run)} dev (global)")
+                    "o:", color=color(run.strategy), label=f"{run_name(run)} dev (global)")
         ax.set(title=f"{arch.upper()}: cross-entropy", xlabel="training frames (all workers)",
                ylabel="loss per frame (log scale)")
         if ax.lines:
@@ -163,7 +170,7 @@ def plot_cer_vs_workers(rows: list[Row], archs: list[str], path: str) -> str | N
                 base, _, model = label.partition("+")
                 ax.errorbar([n for n, _ in points], [v[0] for _, v in points],
                             yerr=[[v[1] for _, v in points], [v[2] for _, v in points]],
-                            fmt=STYLES[model or "final"], color=COLORS.get(base), capsize=3,
+                            fmt=style(model or "final"), color=color(base), capsize=3,
                             label=label)
             ax.set(title=f"{arch.upper()}: {title}", xlabel="workers (single: N = 1)")
             ax.set_xscale("log", base=2)

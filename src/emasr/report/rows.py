@@ -123,8 +123,8 @@ def build_row(networks: list[NetworkRun], arch: str, label: str, workers: int | 
     row = Row(arch, label, runs, workers,
               grid=grid(candidate_runs(networks, arch, label, workers)) if runs else {})
     for set_name in SUMMARIES:
-        decodes = [(r.seed, r.tuned[row.model].get(set_name)) for r in row.runs
-                   if row.model in r.tuned and r.tuned[row.model].get(set_name) is not None]
+        decodes = [(r.seed, r.decode(set_name, row.model)) for r in row.runs
+                   if r.decode(set_name, row.model) is not None]
         summary = summarize(decodes, replications, set_name in WITH_INTERVALS)
         if summary is not None:
             row.cer[set_name] = summary

@@ -19,17 +19,14 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from emasr.nnet import regime as regimes
-from emasr.nnet.averages import AVERAGED_MODELS, enabled_names
-from emasr.nnet.config import flatten
-from emasr.nnet.sync import STRATEGIES
+from emasr.nnet import config as configs, regime as regimes
+from emasr.nnet.averages import AVERAGED_MODELS, family, kept_models
+from emasr.nnet.sync import RULES
 from emasr.report.metrics import TrainingMetrics, read_metrics
 from emasr.report.scoring import ScoredDecode, ScoringError, read_decode_dir
 
 logger = logging.getLogger(__name__)
 
-SETS = ("dev", "test")
-MODELS = ("final", *AVERAGED_MODELS)
 # The settings a grid of runs may vary for one table row (the best on dev is reported): the rate,
 # Kaldi's N x rate for MA, BMUF's block momentum, block learning rate and warm-up.
 TUNED_SETTINGS = ("train.lr", "sync.lr_times_workers", "sync.block_momentum", "sync.block_lr",
@@ -40,10 +37,15 @@ def parse_label(label: str) -> tuple[str, str]:
     """A row label -> (sync rule, model): 'bmuf+ema' -> ('bmuf', 'ema'), 'ma' -> ('ma', 'final');
     ValueError for a name no registry knows."""
     base, plus, model = label.partition("+")
-    if base not in STRATEGIES or (plus and model not in AVERAGED_MODELS):
-        raise ValueError(f"'{label}': expected one of {', '.join(STRATEGIES)}, optionally "
+    if base not in RULES or (plus and model not in AVERAGED_MODELS):
+        raise ValueError(f"'{label}': expected one of {', '.join(RULES)}, optionally "
                          f"+{'/+'.join(AVERAGED_MODELS)}")
     return base, model if plus else "final"
+
+
+def default_labels() -> list[str]:
+    """Every sync rule's row, and its row with each averaged model."""
+    return [label for rule in RULES for label in (rule, *(f"{rule}+{m}" for m in AVERAGED_MODELS))]
 
 
 @dataclass
@@ -75,28 +77,42 @@ class NetworkRun:
     seed: int
     lr: float
     workers: int | None
-    averages: list[str]        # the averaged models the run kept (ema, avg, lastk)
+    averages: list[str]        # the averaged models the run kept (ema or ema_<frames>..., avg)
     lr_times_workers: bool     # each worker ran at N x lr (sync.lr_times_workers)
     metrics: TrainingMetrics
     tuned: dict[str, TunedDecodes] = field(default_factory=dict)   # model -> its decodes
     settings: dict = field(default_factory=dict)   # TUNED_SETTINGS -> this run's value
     regime: dict | None = None                     # the trainer's regime.json
 
-    @property
-    def decodes(self) -> dict[tuple[str, str], ScoredDecode]:
-        """(set, model) -> the protocol's result: dev at its best, test at dev's setting."""
-        return {(set_name, model): t.get(set_name) for model, t in self.tuned.items()
-                for set_name in SETS if t.get(set_name) is not None}
-
     def keeps(self, model: str) -> bool:
-        return model == "final" or model in self.averages
+        """Whether the run kept a model of this family (final, ema, avg, ...)."""
+        return model == "final" or any(family(m) == model for m in self.averages)
 
-    def dev_acc(self, model: str) -> float | None:
-        value = self.metrics.final.get("dev_acc" if model == "final" else f"dev_acc_{model}")
+    def variants(self, model: str) -> list[str]:
+        """The kept models of a family: ['final'], ['ema'] or ['ema_30000', 'ema_90000'], ..."""
+        return ["final"] if model == "final" else [m for m in self.averages if family(m) == model]
+
+    def chosen(self, model: str) -> str:
+        """The kept model that stands for a family: the one with the best dev CER (the EMA's
+        half-life chosen on dev, as the LM weight is), else the best dev frame accuracy."""
+        variants = self.variants(model) or [model]
+        decoded = [m for m in variants if m in self.tuned and self.tuned[m].dev is not None]
+        if decoded:
+            return min(decoded, key=lambda m: self.tuned[m].dev.cer)
+        return max(variants, key=lambda m: self.variant_acc(m) or 0.0)
+
+    def variant_acc(self, name: str) -> float | None:
+        value = self.metrics.final.get("dev_acc" if name == "final" else f"dev_acc_{name}")
         return None if value is None else float(value)
 
-    def label(self, model: str) -> str:
-        return self.strategy if model == "final" else f"{self.strategy}+{model}"
+    def dev_acc(self, model: str) -> float | None:
+        return self.variant_acc(self.chosen(model))
+
+    def decode(self, set_name: str, model: str) -> ScoredDecode | None:
+        """The protocol's result of a family's chosen model on a set (None: not decoded)."""
+        tuned = self.tuned.get(self.chosen(model))
+        return None if tuned is None else tuned.get(set_name)
+
 
 
 @dataclass
@@ -104,10 +120,6 @@ class GmmSystem:
     exp_dir: str
     name: str
     tuned: TunedDecodes = field(default_factory=TunedDecodes)
-
-    @property
-    def decodes(self) -> dict[str, ScoredDecode]:
-        return {s: self.tuned.get(s) for s in SETS if self.tuned.get(s) is not None}
 
 
 def is_network_dir(path: str) -> bool:
@@ -131,27 +143,30 @@ def decode_dir_name(exp_dir: str, set_name: str, model: str) -> str:
     return other if not os.path.isdir(plain) and os.path.isdir(other) else plain
 
 
+def read_config(exp_dir: str) -> configs.Config:
+    """The run's saved conf.yaml (the defaults when it has none yet)."""
+    path = os.path.join(exp_dir, "conf.yaml")
+    try:
+        return configs.from_saved(configs.load(path) if os.path.isfile(path) else {})
+    except (configs.ConfigError, yaml.YAMLError) as err:
+        raise ScoringError(f"{path}: {err}") from None
+
+
 def read_network_run(exp_dir: str) -> NetworkRun:
-    conf_path = os.path.join(exp_dir, "conf.yaml")
-    config = {}
-    if os.path.isfile(conf_path):
-        with open(conf_path, encoding="utf-8") as f:
-            config = yaml.safe_load(f) or {}
-    sync, train = config.get("sync", {}), config.get("train", {})
-    strategy = sync.get("strategy", "?")
+    config = read_config(exp_dir)
     metrics_path = os.path.join(exp_dir, "metrics.jsonl")
     metrics = read_metrics(metrics_path) if os.path.isfile(metrics_path) else \
         TrainingMetrics(metrics_path)
     regime = read_regime(exp_dir)
-    workers = regime["workers"] if regime else (1 if strategy == "single" else None)
-    flat = flatten(config)
+    strategy = config.sync.strategy
+    workers = regime["workers"] if regime else (1 if not RULES[strategy].parallel else None)
+    flat = configs.flatten(config.to_dict())
     run = NetworkRun(
-        exp_dir=exp_dir, arch=config.get("model", {}).get("type", "?"), strategy=strategy,
-        seed=int(train.get("init_seed", 0)), lr=float(train.get("lr", float("nan"))),
-        workers=workers, averages=enabled_names(config),
-        lr_times_workers=bool(sync.get("lr_times_workers", False)), metrics=metrics,
+        exp_dir=exp_dir, arch=config.model.type, strategy=strategy, seed=config.train.init_seed,
+        lr=config.train.lr, workers=workers, averages=kept_models(config.average),
+        lr_times_workers=config.sync.lr_times_workers, metrics=metrics,
         settings={k: flat[k] for k in TUNED_SETTINGS if k in flat}, regime=regime)
-    for model in MODELS:
+    for model in ("final", *run.averages):
         tuned = read_tuned(decode_dir_name(exp_dir, "dev", model),
                            decode_dir_name(exp_dir, "test", model))
         if tuned.dev or tuned.test_best:

@@ -2,38 +2,48 @@
 
 Each rule is a small object that knows nothing about processes: the trainer hands it the mean of
 the workers' local models (one flat vector, W̄) after every block of tau minibatches; the rule
-updates the global model W_g and returns the vector every worker restarts from. The EMA
-(`ema.ExponentialMovingAverage`) is kept beside any rule and never feeds back into it.
+updates the global model W_g and returns the vector every worker restarts from. The averaged
+models (the EMA and its controls, emasr.nnet.averages) follow W_g beside any rule.
+
+RULES is the one registry: a rule is its module plus one entry here, and the entry carries what
+the config (its keys in the `sync` section, their check), the trainer (build), the CLI choices,
+the recipe's rows and the report's labels and plot colours need.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
+from emasr.nnet.sync import bmuf, ma, single
 from emasr.nnet.sync.bmuf import BlockMomentum
-from emasr.nnet.sync.ema import ExponentialMovingAverage, decay_from_half_life
 from emasr.nnet.sync.ma import ModelAveraging
 from emasr.nnet.sync.single import NoSync
 
-# The sync rules by name (the one registry: config checks, train.sh, the recipe's rows and the
-# report read it).
-STRATEGIES = ("single", "ma", "bmuf")
+
+@dataclass(frozen=True)
+class SyncRule:
+    name: str                        # sync.strategy, the run's row in the report
+    label: str                       # how the report names it (BMUF)
+    color: str                       # its plot colour
+    build: Callable                  # (sync section, workers) -> the rule object
+    options: type | None = None      # its keys in the sync section (a Section dataclass)
+    check: Callable | None = None    # (config) -> None, or a ConfigError
+    parallel: bool = True            # False: one worker only
 
 
-def make_rule(strategy: str, world_size: int, block_lr: float = 1.0,
-              block_momentum: float | None = None, nesterov: bool = True,
-              warmup_blocks: int = 0):
-    """The sync rule for `strategy`; BMUF's block momentum defaults to 1 - 1/N."""
-    if strategy == "single":
-        if world_size != 1:
-            raise ValueError(f"strategy 'single' trains one worker, got {world_size} workers; "
-                             "use --strategy ma or bmuf for several")
-        return NoSync()
-    if strategy == "ma":
-        return ModelAveraging()
-    if strategy == "bmuf":
-        eta = 1.0 - 1.0 / world_size if block_momentum is None else block_momentum
-        return BlockMomentum(block_momentum=eta, block_lr=block_lr, nesterov=nesterov,
-                             warmup_blocks=warmup_blocks)
-    raise ValueError(f"unknown sync strategy '{strategy}'; expected one of {', '.join(STRATEGIES)}")
+RULES: dict[str, SyncRule] = {r.name: r for r in (
+    SyncRule("single", "single", "tab:gray", NoSync.from_config, parallel=False),
+    SyncRule("ma", "MA", "tab:blue", ModelAveraging.from_config),
+    SyncRule("bmuf", "BMUF", "tab:red", BlockMomentum.from_config, bmuf.BmufOptions,
+             bmuf.check_options),
+)}
+STRATEGIES = tuple(RULES)
 
 
-__all__ = ["BlockMomentum", "ExponentialMovingAverage", "ModelAveraging", "NoSync", "STRATEGIES",
-           "decay_from_half_life", "make_rule"]
+def make_rule(sync, workers: int):
+    """The rule of `sync.strategy` for `workers` workers."""
+    return RULES[sync.strategy].build(sync, workers)
+
+
+__all__ = ["BlockMomentum", "ModelAveraging", "NoSync", "RULES", "STRATEGIES", "SyncRule",
+           "make_rule", "bmuf", "ma", "single"]

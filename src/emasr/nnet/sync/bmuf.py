@@ -15,9 +15,37 @@ With eta = 0 and zeta = 1 this is model averaging. A warm-up of K blocks (fairse
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
+from emasr.nnet.sections import ConfigError, Section
 from emasr.nnet.sync.state import copy_or_none as _copy
+
+
+@dataclass
+class BmufOptions(Section):
+    """BMUF's keys in the `sync` section."""
+    block_lr: float = 1.0                 # zeta
+    block_momentum: float | None = None   # eta; null: 1 - 1/N
+    nesterov: bool = True
+    warmup_blocks: int = 0                # the first K syncs with block momentum 0
+
+
+def check_options(config) -> None:
+    sync = config.sync
+    if sync.block_lr <= 0:
+        raise ConfigError(f"sync.block_lr must be > 0, got {sync.block_lr}")
+    if sync.block_momentum is not None and not 0.0 <= sync.block_momentum < 1.0:
+        raise ConfigError(f"sync.block_momentum must be in [0, 1) or null (1 - 1/N), got "
+                          f"{sync.block_momentum}")
+    if sync.warmup_blocks < 0:
+        raise ConfigError(f"sync.warmup_blocks must be >= 0, got {sync.warmup_blocks}")
+
+
+def block_momentum(sync, workers: int) -> float:
+    """eta as the rule uses it: sync.block_momentum, or 1 - 1/N."""
+    return 1.0 - 1.0 / workers if sync.block_momentum is None else sync.block_momentum
 
 
 class BlockMomentum:
@@ -67,6 +95,11 @@ class BlockMomentum:
         if self.steps == self.warmup_blocks:   # the momentum starts afresh after the warm-up
             self.delta.zero_()
         return self.start_point()
+
+    @classmethod
+    def from_config(cls, sync, workers: int) -> "BlockMomentum":
+        return cls(block_momentum(sync, workers), sync.block_lr, sync.nesterov,
+                   sync.warmup_blocks)
 
     def state_dict(self) -> dict:
         return {"global_model": _copy(self.global_model), "delta": _copy(self.delta),

@@ -13,6 +13,10 @@ class ModelAveraging:
     def __init__(self) -> None:
         self.global_model: torch.Tensor | None = None
 
+    @classmethod
+    def from_config(cls, sync, workers: int) -> "ModelAveraging":
+        return cls()
+
     def start(self, initial: torch.Tensor) -> None:
         self.global_model = initial.detach().clone()
 

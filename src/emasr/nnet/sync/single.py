@@ -6,9 +6,17 @@ all-reduce: when `communicates` is False the trainer neither packs the model for
 nor loads the restart (the worker's own model) back into it."""
 from __future__ import annotations
 
+from emasr.nnet.sections import ConfigError
 from emasr.nnet.sync.ma import ModelAveraging
 
 
 class NoSync(ModelAveraging):
     name = "single"
     communicates = False
+
+    @classmethod
+    def from_config(cls, sync, workers: int) -> "NoSync":
+        if workers != 1:
+            raise ConfigError(f"strategy 'single' trains one worker, got {workers} workers; use "
+                              "--strategy ma or bmuf (or another parallel rule) for several")
+        return cls()
