@@ -44,6 +44,17 @@ def tiny_run(tmp_path_factory):
     return recipe, run_script([str(recipe / "run.sh"), "--profile", "tiny"])
 
 
+@pytest.fixture(scope="session")
+def yesno_run(tmp_path_factory):
+    """One run of Kaldi's yesno recipe (egs/yesno/run.sh) on the fixture's recordings, shared by
+    the tests that train and decode on it: (recipe dir, its run.sh result)."""
+    from recipe_helpers import recipe_copy
+
+    recipe = recipe_copy(tmp_path_factory.mktemp("yesno"), "yesno")
+    return recipe, run_script([str(recipe / "run.sh"), str(YESNO / "waves_yesno")],
+                              env={"OMP_NUM_THREADS": "1", "EMASR_NUM_THREADS": "1"})
+
+
 @pytest.fixture
 def yesno() -> Path:
     """The Kaldi yesno fixture, written by real Kaldi; tests only read it."""

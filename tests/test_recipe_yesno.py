@@ -9,7 +9,6 @@ import re
 import pytest
 
 from conftest import YESNO, run_script
-from recipe_helpers import recipe_copy
 
 WER = re.compile(r"%WER (\d+\.\d+) \[ (\d+) / (\d+),")
 
@@ -23,10 +22,8 @@ def best_wer(decode_dir) -> tuple[float, int]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_yesno_recipe_end_to_end(tmp_path, yesno, one_torch_thread):
-    recipe = recipe_copy(tmp_path, "yesno")
-    result = run_script([str(recipe / "run.sh"), str(yesno / "waves_yesno")],
-                        env={"OMP_NUM_THREADS": "1"})
+def test_yesno_recipe_end_to_end(yesno_run, yesno):
+    recipe, result = yesno_run
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     for stage in range(8):
         assert (recipe / "exp/done" / f"stage{stage}").is_file()
