@@ -182,8 +182,12 @@ def test_report_with_nothing_run_still_has_every_row(tmp_path):
     result = CliRunner().invoke(main, ["report", "--out", str(out), str(empty)])
     assert result.exit_code == 0, result.output
     rows = table_rows(out.read_text(), "Networks")
-    # every registered rule alone and with each averaged model: 3 x 4 labels x 2 archs
-    assert len(rows) == 24 and all(r[2] == "not run" for r in rows.values())
+    # every registered rule alone and with each averaged model, for both archs
+    from emasr.nnet.averages import AVERAGED_MODELS
+    from emasr.nnet.sync import RULES
+
+    assert len(rows) == len(RULES) * (1 + len(AVERAGED_MODELS)) * 2
+    assert ("DNN", "DiLoCo+EMA") in rows and all(r[2] == "not run" for r in rows.values())
     assert (tmp_path / "plots" / "dev_frame_accuracy.png").read_bytes()[:8] == PNG_MAGIC
     assert "Speed-up against workers: not measured" in out.read_text()
 

@@ -11,6 +11,7 @@ import torch
 from emasr.nnet import config as configs
 from emasr.nnet.averages import ExponentialMovingAverage, decay_from_half_life
 from emasr.nnet.sync import BlockMomentum, ModelAveraging, NoSync, make_rule
+from emasr.nnet.sync.diloco import DiLoCo
 
 
 def run_rule(rule, workers, w0, blocks, tau, lr, ema=None):
@@ -245,3 +246,55 @@ def test_rule_state_round_trip():
     copy.load_state_dict(rule.state_dict())
     assert torch.equal(copy.step(torch.full((2,), 3.0, dtype=torch.float64)),
                        rule.step(torch.full((2,), 3.0, dtype=torch.float64)))
+
+
+def test_diloco_hand_computed():
+    # two workers moving +1 and +3 per block from W_g: the pseudo-gradient W_g - W̄ is -2 every
+    # block; outer lr 0.5, momentum 0.5: m = -2, -3, -3.5; the step -2 + 0.5 m = -3, -3.5, -3.75;
+    # W_g = 1.5, 3.25, 5.125, and the workers restart from W_g
+    restarts = []
+    w_g, _ = run_constant(DiLoCo(0.5, 0.5), [1.0, 3.0], 3, restarts=restarts)
+    assert w_g == [1.5, 3.25, 5.125]
+    assert restarts == w_g
+    # lr 1, momentum 0: model averaging
+    assert run_constant(DiLoCo(1.0, 0.0), [1.0, 3.0], 3)[0] == [2.0, 4.0, 6.0]
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_diloco_equals_nesterov_sgd_on_the_pseudo_gradient_block_by_block(n):
+    """The paper's outer step is torch.optim.SGD(nesterov=True) on W_g with W_g - W̄ as its
+    gradient: that optimizer, driven by the same workers, is the reference."""
+    workers, w0 = toy_workers(n, seed=10 + n), [0.5, -1.0, 2.0]
+    sync = configs.resolve(None, ["sync.strategy=diloco"]).sync
+    rule = make_rule(sync, n)
+    assert (rule.lr, rule.mu) == (0.7, 0.9)   # the paper's defaults
+    got, got_ema = run_rule(rule, workers, w0, 8, 3, 0.05, ExponentialMovingAverage(0.8))
+    w_g = torch.tensor(w0, dtype=torch.float64, requires_grad=True)
+    outer = torch.optim.SGD([w_g], lr=0.7, momentum=0.9, nesterov=True)
+    want, want_ema, ema = [], [], None
+    for _ in range(8):
+        finals = []
+        for a, c in workers:
+            w = w_g.detach().numpy().copy()
+            for _ in range(3):
+                w = w - 0.05 * a.dot(w - c)
+            finals.append(w)
+        w_g.grad = w_g.detach() - torch.tensor(sum(finals) / n)
+        outer.step()
+        want.append(w_g.detach().numpy().copy())
+        ema = want[-1] if ema is None else 0.8 * ema + 0.2 * want[-1]
+        want_ema.append(ema)
+    np.testing.assert_allclose(got, np.array(want), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got_ema, np.array(want_ema), rtol=0, atol=1e-12)
+
+
+def test_diloco_state_round_trip_and_its_keys_checked():
+    rule = DiLoCo(0.7, 0.9)
+    rule.start(torch.zeros(2, dtype=torch.float64))
+    rule.step(torch.ones(2, dtype=torch.float64))
+    copy = DiLoCo(0.7, 0.9)
+    copy.load_state_dict(rule.state_dict())
+    assert torch.equal(copy.step(torch.full((2,), 3.0, dtype=torch.float64)),
+                       rule.step(torch.full((2,), 3.0, dtype=torch.float64)))
+    with pytest.raises(configs.ConfigError, match=r"sync.outer_momentum must be in \[0, 1\)"):
+        configs.resolve(None, ["sync.strategy=diloco", "sync.outer_momentum=1"])

@@ -29,6 +29,10 @@ DNN_BMUF = TINY_DNN + PER_WORKER + ["sync.strategy=bmuf", "sync.nesterov=true",
 DNN_MA = TINY_DNN + PER_WORKER + ["sync.strategy=ma", "sync.lr_times_workers=true",
                                   "average.ema_decay=0.5", "data.minibatch_frames=8",
                                   "train.lr=0.02", "train.epochs=2"]
+# DiLoCo: AdamW inside each worker (its state the worker's own), Nesterov SGD outside
+DNN_DILOCO = TINY_DNN + PER_WORKER + ["sync.strategy=diloco", "train.optimizer=adamw",
+                                      "train.lr=0.01", "average.ema_half_life_frames=200",
+                                      "train.epochs=2"]
 LSTM_BMUF = TINY_LSTM + PER_WORKER + ["sync.strategy=bmuf", "sync.nesterov=false",
                                       "average.ema_decay=0.7", "train.epochs=2"]
 
@@ -74,7 +78,8 @@ def assert_same_trajectory(a, b, models):
     (LSTM_BMUF, ["final.pt", "ema.pt"]),
     # the resident data path: each virtual worker holds its own shard, as a real worker does
     (DNN_BMUF + ["data.loader=resident", "data.resident_dtype=float16"], ["final.pt", "ema.pt"]),
-], ids=["dnn-bmuf", "lstm-bmuf", "dnn-bmuf-resident"])
+    (DNN_DILOCO, ["final.pt", "ema.pt"]),
+], ids=["dnn-bmuf", "lstm-bmuf", "dnn-bmuf-resident", "dnn-diloco"])
 def test_two_virtual_workers_in_one_process_match_two_real_workers(problem, tmp_path, overrides,
                                                                    models):
     real, virtual = tmp_path / "real", tmp_path / "virtual"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from emasr.nnet.sync import bmuf, ma, single
+from emasr.nnet.sync import bmuf, diloco, ma, single
 from emasr.nnet.sync.bmuf import BlockMomentum
 from emasr.nnet.sync.ma import ModelAveraging
 from emasr.nnet.sync.single import NoSync
@@ -36,6 +36,8 @@ RULES: dict[str, SyncRule] = {r.name: r for r in (
     SyncRule("ma", "MA", "tab:blue", ModelAveraging.from_config),
     SyncRule("bmuf", "BMUF", "tab:red", BlockMomentum.from_config, bmuf.BmufOptions,
              bmuf.check_options),
+    SyncRule("diloco", "DiLoCo", "tab:green", diloco.DiLoCo.from_config, diloco.DilocoOptions,
+             diloco.check_options),
 )}
 STRATEGIES = tuple(RULES)
 
@@ -46,4 +48,4 @@ def make_rule(sync, workers: int):
 
 
 __all__ = ["BlockMomentum", "ModelAveraging", "NoSync", "RULES", "STRATEGIES", "SyncRule",
-           "make_rule", "bmuf", "ma", "single"]
+           "make_rule", "bmuf", "diloco", "ma", "single"]
