@@ -15,8 +15,8 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "EMASR_NUM_THREADS": "1"}
 
 
 def train(recipe: Path, exp: str, workers: int, *options: str):
-    result = run_script(["steps/nnet/train.sh", "--num-workers", str(workers),
-                         "--nnet-config", "conf/nnet/dnn.yaml",
+    config = () if "--nnet-config" in options else ("--nnet-config", "conf/nnet/dnn.yaml")
+    result = run_script(["steps/nnet/train.sh", "--num-workers", str(workers), *config,
                          "--trans-mdl", "exp/mono0a_ali/final.mdl", *options,
                          "exp/dnn/targets", "data/train_yesno", "data/train_yesno", exp],
                         cwd=recipe, env=ONE_THREAD)

@@ -18,6 +18,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from emasr.nnet import tdnn
 from emasr.nnet.input_modes import INPUT_MODES, InputMode
 from emasr.nnet.sections import ConfigError, Section
 
@@ -127,6 +128,7 @@ class Architecture:
 ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
     Architecture("dnn", "DNN", DnnConfig, DNN, "frame", check_dnn),
     Architecture("lstm", "LSTMP", LstmConfig, LSTMP, "sequence", check_lstm),
+    Architecture("tdnn", "TDNN", tdnn.TdnnConfig, tdnn.TDNN, "frame", tdnn.check),
 )}
 
 
