@@ -178,8 +178,9 @@ def test_a_worker_list_trains_each_strategy_at_each_count(tmp_path):
                     ["exp/nnet/dnn_bmuf_n2_s1", "dnn", "bmuf", "2", "1", "default"],
                     ["exp/nnet/dnn_bmuf_n4_s1", "dnn", "bmuf", "4", "1", "default"]]
     # the first run asks for its EMA (single+ema) and nothing else
-    assert "--ema-half-life-frames 1500" in result.stdout
-    assert "average.cumulative_start" not in result.stdout
+    train_sh = next(l for l in result.stdout.splitlines() if "running: steps/nnet/train.sh" in l)
+    assert "average.ema_half_life_frames=1500" in train_sh
+    assert "average.cumulative_start" not in train_sh
 
 
 def test_per_arch_options_and_the_network_dir_reach_the_runs(tmp_path):

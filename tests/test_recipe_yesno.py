@@ -32,7 +32,7 @@ def test_yesno_recipe_end_to_end(yesno_run, yesno):
     assert len(wav_scp) == 29 and all(l.split()[1].startswith(str(YESNO)) for l in wav_scp)
     assert len((recipe / "data/train_yesno/utt2spk").read_text().splitlines()) == 31
     gmm_wer, words = best_wer(recipe / "exp/mono0a/decode_test_yesno")
-    dnn_wer, _ = best_wer(recipe / "exp/dnn/decode_test_yesno")
+    dnn_wer, _ = best_wer(recipe / "exp/nnet/dnn_single_s1/decode_test")
     assert words == 29 * 8
     assert gmm_wer <= 3.0, f"monophone WER {gmm_wer}% (measured 0.86%)"
     assert dnn_wer <= 3.0, f"DNN WER {dnn_wer}% (measured 0.43%)"

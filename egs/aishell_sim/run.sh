@@ -287,71 +287,6 @@ stage_settings() {
   esac
 }
 
-base_strategies() {
-  # the training runs behind the rows: "ma ma+ema bmuf+avg" -> "ma bmuf" (a run serves every
-  # averaged model of its sync rule)
-  local s out=""
-  for s in $strategies; do
-    s=${s%%+*}
-    case " $out " in *" $s "*) ;; *) out="$out $s" ;; esac
-  done
-  echo $out
-}
-
-averaged_models() {
-  # averaged_models BASE: the averaged models the rows ask of BASE's runs: "ema avg"
-  local s out=""
-  for s in $strategies; do
-    case "$s" in "$1"+*) out="$out ${s#*+}" ;; esac
-  done
-  echo $out
-}
-
-nnet_runs() {
-  # every network run the options ask for, one a line: "dir arch base workers seed lr", with
-  # dir exp/nnet/<arch>_<base>[_n<workers>]_s<seed>[_lr<lr>] (single runs have one worker)
-  local arch base seed lr n dir
-  for arch in $archs; do
-    for base in $(base_strategies); do
-      for n in $([ "$base" = single ] && echo 1 || echo $num_workers); do
-        for seed in $seeds; do
-          for lr in ${lrs:-default}; do
-            dir=$nnet_dir/${arch}_${base}
-            [ "$base" = single ] || dir=${dir}_n$n
-            dir=${dir}_s$seed
-            [ "$lr" = default ] || dir=${dir}_lr$lr
-            echo "$dir $arch $base $n $seed $lr"
-          done
-        done
-      done
-    done
-  done
-}
-
-nnet_dirs() {
-  nnet_runs | cut -d' ' -f1
-}
-
-averaging_opts() {
-  # averaging_opts BASE: the config overrides that keep the averaged models BASE's rows ask for
-  local name out=""
-  for name in $(averaged_models "$1"); do
-    case "$name" in
-      ema) ;;   # through --ema-half-life-frames
-      avg) out="$out average.cumulative_start=$avg_start" ;;
-      lastk) out="$out average.last_k=$last_k" ;;
-    esac
-  done
-  echo $out
-}
-
-archive_sha256() {
-  # sha256 (first 12 hex digits) of the archives an scp file points into, in the scp's order, or
-  # "not built": two runs on the same inputs (and the same --nj) show the same digest
-  [ -f "$1" ] || { echo "not built"; return; }
-  cut -d' ' -f2- "$1" | sed 's/:[0-9]*$//' | awk '!seen[$0]++' | xargs cat | sha256sum | cut -c1-12
-}
-
 stage_times() {
   # "0: 12 s, 1: 3 s, ... (stages 0-7 total N s)" from the done markers
   local f n total=0 out=""
@@ -508,118 +443,43 @@ if stage_on 7 && begin_stage 7 "network targets from the $nnet_gmm alignments"; 
   end_stage 7
 fi
 
-if stage_on 8; then
-  log "stage 8: network training: archs '$archs', runs '$(base_strategies)', seeds '$seeds'"
-  eval "train_extra=($nnet_train_opts)"   # the options may quote their own values
-  mkdir -p "$nnet_dir"
-  nnet_runs > "$nnet_dir/runs.list"
-  while read -r dir arch base workers seed lr; do
-    if [ -f "$dir/.done" ]; then
-      log "$dir: trained already ($dir/.done); skipped"
-      continue
+# -- stages 8-10: the experiment driver (steps/nnet/experiment.sh), shared by every corpus ---------
+if stage_on 8 || stage_on 9 || stage_on 10; then
+  first=$(( stage > 8 ? stage - 7 : 1 )) last=$(( stop_stage < 10 ? stop_stage - 7 : 3 ))
+  notes=$nnet_dir.notes
+  mkdir -p "$(dirname "$notes")"
+  {
+    echo "command: \`$start_command\` (profile $profile, $num_workers workers, seeds $seeds)"
+    if [ "$simulate" = true ]; then
+      echo "corpus: simulated by local/simulate_corpus.py (seed $corpus_seed): it stands in for" \
+        "AISHELL-1 to exercise the pipeline, not for real acoustics, and these models are not" \
+        "models of real speech (local/real_speech_cer.sh decodes real recordings with them)"
     fi
-    [ "$lr" = default ] && lr=
+    echo "stage wall times: $(stage_times)"
+    echo "wall time of this run.sh invocation (stages $stage-$stop_stage, setup included) up to" \
+      "the experiment: $SECONDS s"
+    [ -z "$report_note" ] || echo "$report_note"
+  } > "$notes"
+  gmm_dirs=
+  for sys in $gmm_systems; do gmm_dirs="$gmm_dirs exp/$sys"; done
+  averaging="ema=$ema_half_life_frames avg=$avg_start lastk=$last_k"
+  arch_opts=
+  for arch in $archs; do
     profile_opts_var=profile_${arch}_opts opts_var=${arch}_opts
-    ma_opts=
-    [ "$base" = ma ] && [ "$ma_lr_times_workers" = true ] && ma_opts="sync.lr_times_workers=true"
-    set_opts="train.init_seed=$seed data.seed=$seed ${lr:+train.lr=$lr} ${!profile_opts_var:-} ${!opts_var:-} $ma_opts"
-    set_opts="$set_opts $(averaging_opts "$base") $nnet_opts"
-    ema_opts=()
-    case " $(averaged_models "$base") " in
-      *" ema "*) ema_opts=(--ema-half-life-frames "$ema_half_life_frames") ;;
-    esac
-    mkdir -p "$dir"
-    start=$(date +%s)
-    run steps/nnet/train.sh --cmd "$cuda_cmd" --nnet-config "conf/nnet/$arch.yaml" \
-      --num-workers "$workers" --strategy "$base" --block-size "$block_size" --epochs "$epochs" \
-      --workers-per-process "$([ "$base" = single ] && echo 1 || echo "$workers_per_process")" \
-      ${ema_opts[@]+"${ema_opts[@]}"} --set-opts "$set_opts" --resume true \
-      ${train_extra[@]+"${train_extra[@]}"} \
-      exp/nnet/targets data/train_fbank data/dev_fbank "$dir" < /dev/null
-    echo "$(( $(date +%s) - start )) s" > "$dir/.done"
-  done < "$nnet_dir/runs.list"
-fi
-
-if stage_on 9; then
-  # with a learning-rate grid, only the run the report uses (best on dev) is decoded
-  candidates=()
-  for dir in $(nnet_dirs); do [ -f "$dir/.done" ] && candidates+=("$dir"); done
-  if [ ${#candidates[@]} -eq 0 ]; then
-    log "stage 9: no trained network in $nnet_dir (run stage 8 first)"; exit 1
-  fi
-  selected=$(emasr report --select --archs "$archs" --strategies "$strategies" "${candidates[@]}")
-  log "stage 9: decoding dev and test with $(echo $selected | wc -w) network(s)"
-  for dir in $selected; do
-    read -r _ _ base workers _ < <(nnet_runs | grep "^$dir ")
-    models=final   # and the averaged models the rows ask for (ema.pt or ema_<frames>.pt, avg.pt ..)
-    for model in $(averaged_models "$base"); do
-      if [ "$model" != ema ] && [ -n "$controls_decoded_at" ] && \
-         ! [[ " $controls_decoded_at " == *" $workers "* ]]; then
-        continue   # a control at a worker count left to its dev frame accuracy
-      fi
-      kept=$(cd "$dir" && ls "$model.pt" "${model}"_*.pt 2> /dev/null | sed 's/\.pt$//' || true)
-      [ -n "$kept" ] || { log "expected $dir/$model.pt or ${model}_*.pt (the row $base+$model)"; exit 1; }
-      models="$models $kept"   # several EMAs (one per half-life): the report picks one on dev
-    done
-    for model in $models; do
-      for x in dev test; do
-        ddir=$dir/decode_$x
-        [ "$model" = final ] || ddir=${ddir}_$model
-        if [ -f "$ddir/.done" ]; then
-          log "$ddir: decoded already; skipped"
-          continue
-        fi
-        # shellcheck disable=SC2086
-        run steps/nnet/decode.sh --cmd "$decode_cmd" --nj "$nj" --model "$model" \
-          --trans-mdl "$nnet_trans_mdl" $nnet_decode_opts --scoring-opts "$nnet_scoring_opts" \
-          "$nnet_graph" "data/${x}_fbank" "$ddir"
-        touch "$ddir/.done"
-      done
-    done
+    arch_opts="$arch_opts${arch_opts:+; }$arch: ${!profile_opts_var:-} ${!opts_var:-}"
   done
-fi
-
-if stage_on 10; then
-  log "stage 10: report -> $results"
-  reported=()
-  for dir in $(nnet_dirs); do [ -f "$dir/conf.yaml" ] && reported+=("$dir"); done
-  for sys in $gmm_systems; do [ -d "exp/$sys/decode_dev" ] && reported+=("exp/$sys"); done
-  stage_times=$(stage_times)
-  train_time=0
-  for f in "$nnet_dir"/*/.done; do
-    [ -f "$f" ] && train_time=$((train_time + $(cut -d' ' -f1 "$f")))
-  done
-  machine="$(nproc) CPU cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'))"
-  if command -v nvidia-smi > /dev/null 2>&1; then
-    machine="$machine, GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader | paste -sd, -)"
-  fi
-  machine="$machine; $(python -c 'import numpy, torch
-print(f"torch {torch.__version__} (CPU capability {torch.backends.cpu.get_cpu_capability()}),",
-      f"numpy {numpy.__version__}")')"
-  # a different CPU or library can change the GMMs' alignments or the features, and rows are
-  # comparable only between runs on the same inputs: the digests make a difference visible
-  inputs="sha256 of the network targets (exp/nnet/targets/pdf.scp's archives)"
-  inputs+=" $(archive_sha256 exp/nnet/targets/pdf.scp), of the training features"
-  inputs+=" (data/train_fbank/feats.scp's archives) $(archive_sha256 data/train_fbank/feats.scp)"
-  simulated_note=
-  if [ "$simulate" = true ]; then
-    simulated_note="corpus: simulated by local/simulate_corpus.py (seed $corpus_seed): it stands"
-    simulated_note+=" in for AISHELL-1 to exercise the pipeline, not for real acoustics, and these"
-    simulated_note+=" models are not models of real speech (local/real_speech_cer.sh decodes real"
-    simulated_note+=" recordings with them)"
-  fi
-  mkdir -p exp/report/log
-  run $train_cmd exp/report/log/report.log \
-    emasr report --out "$results" --archs "$archs" --strategies "$strategies" \
-      --title "${title:-Results: $profile profile}" \
-      --note "command: \`$start_command\` (profile $profile, $num_workers workers, seeds $seeds)" \
-      --note "machine: $machine" \
-      --note "inputs: $inputs" \
-      ${simulated_note:+--note "$simulated_note"} \
-      --note "stage wall times: $stage_times; network training ${train_time:-0} s in all" \
-      --note "wall time of this run.sh invocation (stages $stage-$stop_stage, setup included) up to the report: $SECONDS s" \
-      ${report_note:+--note "$report_note"} \
-      ${reported[@]+"${reported[@]}"}
-  log "wrote $results and $(dirname "$results")/plots/"
+  run steps/nnet/experiment.sh --stage "$first" --stop-stage "$last" --archs "$archs" \
+    --strategies "$strategies" --num-workers "$num_workers" \
+    --workers-per-process "$workers_per_process" --seeds "$seeds" --lrs "$lrs" \
+    --epochs "$epochs" --block-size "$block_size" --averaging "$averaging" \
+    --ma-lr-times-workers "$ma_lr_times_workers" --nnet-opts "$nnet_opts" \
+    --arch-opts "$arch_opts" --controls-decoded-at "$controls_decoded_at" \
+    --nnet-train-opts "$nnet_train_opts" --nnet-decode-opts "$nnet_decode_opts" \
+    --nnet-scoring-opts "$nnet_scoring_opts" --nj "$nj" --train-cmd "$train_cmd" \
+    --decode-cmd "$decode_cmd" --cuda-cmd "$cuda_cmd" --results "$results" \
+    --title "${title:-Results: $profile profile}" --report-notes "$notes" \
+    --report-dirs "$gmm_dirs" \
+    exp/nnet/targets data/train_fbank data/dev_fbank data/test_fbank "$nnet_graph" \
+    "$nnet_trans_mdl" "$nnet_dir"
 fi
 log "done (stages $stage..$stop_stage)"

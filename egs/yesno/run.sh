@@ -29,7 +29,8 @@ help_message="Usage: $0 [options] <waves_yesno-dir>
 Kaldi's yesno recipe in stages:
   0 data prep (data/train_yesno, data/test_yesno)   1 dict, lang, grammar (data/lang_test_tg)
   2 MFCC and CMVN   3 monophone GMM   4 graph, GMM decoding of test_yesno, WER
-  5 alignments and network targets   6 DNN training   7 DNN decoding, WER
+  5 alignments and network targets   6 DNN training   7 DNN decoding, WER, RESULTS.md
+  (6-7: steps/nnet/experiment.sh, the experiment driver every corpus recipe shares)
 Options:
   --stage N --stop-stage M      run stages N..M (default $stage..$stop_stage)
   --mono-totgauss N --mono-iters N   Gaussians and iterations of the monophone GMM (default $mono_totgauss, $mono_iters)
@@ -66,8 +67,8 @@ stage_settings() {
 }
 
 best_wer() {
-  # best_wer DECODE_DIR: the lowest %WER line of its wer_* files
-  grep -h WER "$1"/wer_* | utils/best_wer.sh
+  # best_wer DECODE_DIR: the scoring's best %WER line (scoring_kaldi/best_wer)
+  cat "$1/scoring_kaldi/best_wer"
 }
 
 log "$start_command"
@@ -123,23 +124,31 @@ if stage_on 5 && begin_stage 5 "alignments and network targets"; then
   end_stage 5
 fi
 
-if stage_on 6 && begin_stage 6 "DNN training"; then
-  # yesno has no dev set: the frame accuracy that steers the learning rate is the training set's
-  run steps/nnet/train.sh --cmd "$cuda_cmd" --nnet-config conf/nnet/dnn.yaml --num-workers 1 \
-    --strategy single --epochs "$nnet_epochs" --set-opts "$nnet_opts" \
-    --trans-mdl exp/mono0a_ali/final.mdl exp/dnn/targets data/train_yesno data/train_yesno exp/dnn
+# stages 6-7: the experiment driver every corpus recipe shares (steps/nnet/experiment.sh): one
+# worker's DNN trained, decoded and reported. yesno has no dev set: the training set stands in for
+# it (the frame accuracy that steers the learning rate, and the LM weight chosen for test).
+experiment() {
+  run steps/nnet/experiment.sh --stage "$1" --stop-stage "$2" --archs dnn \
+    --strategies single --seeds 1 --epochs "$nnet_epochs" --arch-opts "dnn: $nnet_opts" \
+    --nnet-decode-opts "$nnet_decode_opts" --nnet-scoring-opts "$scoring_opts --cer true" \
+    --nj "$nj" --train-cmd "$train_cmd" --decode-cmd "$decode_cmd" --cuda-cmd "$cuda_cmd" \
+    --title "Results: Kaldi's yesno" --report-dirs exp/mono0a \
+    exp/dnn/targets data/train_yesno data/train_yesno data/test_yesno exp/mono0a/graph_tgpr \
+    exp/mono0a_ali/final.mdl exp/nnet
+}
+
+if stage_on 6 && begin_stage 6 "DNN training (the experiment driver)"; then
+  experiment 1 1
   end_stage 6
 fi
 
-if stage_on 7 && begin_stage 7 "DNN decoding"; then
-  # shellcheck disable=SC2086
-  run steps/nnet/decode.sh --nj "$nj" --cmd "$decode_cmd" $nnet_decode_opts \
-    --scoring-opts "$scoring_opts" exp/mono0a/graph_tgpr data/test_yesno exp/dnn/decode_test_yesno
-  log "DNN: $(best_wer exp/dnn/decode_test_yesno)"
+if stage_on 7 && begin_stage 7 "DNN decoding and RESULTS.md (the experiment driver)"; then
+  experiment 2 3
+  log "DNN: $(best_wer exp/nnet/dnn_single_s1/decode_test)"
   end_stage 7
 fi
 
-for dir in exp/mono0a/decode_test_yesno exp/dnn/decode_test_yesno; do
-  ls "$dir"/wer_* > /dev/null 2>&1 && log "$dir: $(best_wer "$dir")"
+for dir in exp/mono0a/decode_test_yesno exp/nnet/dnn_single_s1/decode_test; do
+  [ -f "$dir/scoring_kaldi/best_wer" ] && log "$dir: $(best_wer "$dir")"
 done
 log "done (stages $stage..$stop_stage) in $SECONDS s"

@@ -93,6 +93,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "make-targets": ("emasr.ali.targets:make_targets_cli", "Frame-level pdf targets and priors at the network frame rate from an alignment dir."),
     # -- nnet (training) --
     "train": ("emasr.nnet.cli:train_cli", "Train a network (one worker; torchrun runs N)."),
+    "averaging-opts": ("emasr.nnet.cli:averaging_opts_cli", "The config overrides that keep averaged models (ema=F, avg, lastk)."),
     "nnet-forward": ("emasr.nnet.forward:nnet_forward_cli", "Network log-likelihoods for decoding."),
     # -- report --
     "report": ("emasr.report.cli:report_cli", "RESULTS.md with the paper's table, intervals and plots from exp dirs."),

@@ -220,17 +220,31 @@ class AveragedModel:
     check: Callable      # (config) -> None, or a ConfigError
     variants: Callable   # (average section) -> the model names it keeps ([]: off)
     build: Callable      # (config, model name, frames per sync) -> averager
+    key: str             # the key that turns it on, set to the recipe's value for it
+    default: str | None  # that value when the recipe gives none (None: it must give one)
+
+    def enable(self, value: str | None = None) -> str:
+        """The override that keeps this averaged model: `average.<key>=<value>` (a list of
+        values, '30000,90000', becomes a YAML list)."""
+        value = self.default if value is None else value
+        if value is None:
+            raise ConfigError(f"the averaged model '{self.name}' needs a value for "
+                              f"average.{self.key} ({self.name}=VALUE)")
+        values = value.replace(",", " ").split()
+        return f"average.{self.key}=" + (values[0] if len(values) == 1 else
+                                         "[" + ",".join(values) + "]")
 
 
 AVERAGED_MODELS: dict[str, AveragedModel] = {m.name: m for m in (
     AveragedModel("ema", "EMA", "EMA", "--s", EmaOptions, check_ema,
-                  lambda a: list(ema_variants(a)), build_ema),
+                  lambda a: list(ema_variants(a)), build_ema, "ema_half_life_frames", None),
     AveragedModel("avg", "avg", "cumulative average", ":^", CumulativeOptions, check_cumulative,
                   lambda a: ["avg"] if a.cumulative_start is not None else [],
-                  lambda c, name, fps: CumulativeAverage(c.average.cumulative_start)),
+                  lambda c, name, fps: CumulativeAverage(c.average.cumulative_start),
+                  "cumulative_start", "0.5"),
     AveragedModel("lastk", "lastk", "last-k epochs average", "-.v", LastEpochsOptions,
                   check_last_epochs, lambda a: ["lastk"] if a.last_k > 0 else [],
-                  lambda c, name, fps: LastEpochsAverage(c.average.last_k)),
+                  lambda c, name, fps: LastEpochsAverage(c.average.last_k), "last_k", "2"),
 )}
 
 

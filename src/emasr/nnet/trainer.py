@@ -114,12 +114,12 @@ class Trainer:
         self.pipeline = make_pipeline(c.features, self.train_dir)
         self.targets = open_targets(self.targets_dir)
         stack = c.features.stack
-        if int(self.targets.subsampling_factor) != stack:
+        if self.targets.subsampling_factor != stack:
             raise DataError(f"{self.targets_dir}/frame_subsampling_factor is "
                             f"{self.targets.subsampling_factor} but features.stack is {stack}; "
                             "targets must be at the network frame rate")
         self.input_dim = self._input_dim()
-        self.num_pdfs = int(self.targets.num_pdfs)
+        self.num_pdfs = self.targets.num_pdfs
         self.train_source = Source(self.train_dir, self.targets_dir, self.pipeline, self.targets,
                                    self.input_dim, self.num_pdfs)
         self.dev_source = Source(self.dev_dir, self.targets_dir, self.pipeline, self.targets,

@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# The experiment of the paper on any corpus, given its network targets, features and graph: train
+# the grid (arch x strategy x worker count x seed [x learning rate]), decode dev and test with the
+# global model and the averaged models the rows ask for, and write the report. Every corpus recipe
+# (egs/aishell_sim, egs/aishell, egs/yesno) ends by calling it; the corpus recipe before it makes
+# the data, lang, features, GMM ladder and targets.
+#
+# A training run and a decode dir each leave a done marker (<dir>/.done), so adding seeds or
+# strategies later only runs what is new; an interrupted training resumes from its checkpoint.
+set -eEuo pipefail   # -E: the ERR trap of recipe.sh also sees failures inside functions
+
+# Begin configuration section.
+stage=1
+stop_stage=3
+archs="dnn lstm"
+strategies=         # the table's rows: a sync rule, optionally +<averaged model> (required)
+num_workers=2       # workers of the parallel runs, a list: "2 4 8" trains each at every N
+workers_per_process=1  # K: the parallel runs' workers, K to a process (K divides every N)
+seeds=1
+lrs=                # a learning-rate grid: every value trained, the best on dev reported
+epochs=
+block_size=
+averaging=          # the averaged models' values, NAME=VALUE: "ema=90000 avg=0.5 lastk=2"
+                    # (ema=30000,90000: one EMA each; a name not given takes its default)
+ma_lr_times_workers=true  # MA workers at N x the learning rate (Kaldi's rule)
+nnet_config_dir=conf/nnet # <arch>.yaml of each architecture
+nnet_opts=          # config overrides of every run
+arch_opts=          # an architecture's overrides, after nnet_opts: "dnn: k=v k=v; lstm: k=v"
+controls_decoded_at=  # worker counts whose +avg/+lastk rows are decoded (default: all)
+nnet_train_opts=    # extra options of steps/nnet/train.sh (they may quote their own values)
+nnet_decode_opts=   # steps/nnet/decode.sh beams and --acwt
+nnet_scoring_opts=  # local/score.sh options (LM weights and penalties, chosen on dev)
+nj=2
+train_cmd=run.pl    # the launchers of cmd.sh
+decode_cmd=run.pl
+cuda_cmd=run.pl
+results=RESULTS.md  # the report (plots/ and counts/ beside it)
+title=Results
+report_notes=       # a file of lines added to the report's notes (the corpus recipe's provenance)
+report_dirs=        # more exp dirs for the report (the GMM baselines)
+# End configuration section.
+
+help_message="Usage: $0 [options] <targets-dir> <train-data> <dev-data> <test-data> <graph-dir> <trans-mdl> <nnet-dir>
+e.g.: $0 --archs 'dnn lstm' --strategies 'single single+ema bmuf bmuf+ema' --num-workers 8 \\
+        --averaging 'ema=90000' exp/nnet/targets data/train_fbank data/dev_fbank data/test_fbank \\
+        exp/nnet_tree/graph exp/nnet_tree/final.mdl exp/nnet
+Stages: 1 train the grid (<nnet-dir>/<arch>_<rule>[_n<N>]_s<seed>[_lr<lr>]), 2 decode dev and test
+(decode_{dev,test}[_<model>]), 3 report (--results, with plots/ and counts/ beside it).
+Options:
+  --stage N --stop-stage M      run stages N..M (default $stage..$stop_stage)
+  --archs 'dnn lstm tdnn'       architectures (emasr.nnet.models.ARCHITECTURES)
+  --strategies 'single bmuf+ema ...'  the rows: a sync rule (emasr.nnet.sync.RULES), optionally
+                                +<averaged model> (emasr.nnet.averages.AVERAGED_MODELS)
+  --num-workers 'N ...' --workers-per-process K --seeds '1 2 3' --lrs '0.05 0.1'
+  --epochs N --block-size TAU   the runs' epochs and tau (default: the configs')
+  --averaging 'ema=F avg=0.5 lastk=2'  the averaged models' values (emasr averaging-opts)
+  --ma-lr-times-workers true|false  --nnet-config-dir DIR  --nnet-opts '...'
+  --arch-opts 'dnn: k=v ...; lstm: k=v ...'  one architecture's overrides
+  --controls-decoded-at 'N ...' --nnet-train-opts '...' --nnet-decode-opts '...'
+  --nnet-scoring-opts '...' --nj N --train-cmd/--decode-cmd/--cuda-cmd CMD
+  --results FILE --title TEXT --report-notes FILE --report-dirs 'exp/mono exp/tri1'"
+
+. "$(dirname "$0")/../../utils/parse_options.sh"
+if [ $# -ne 7 ]; then
+  printf '%b\n' "$help_message" >&2
+  exit 1
+fi
+targets=$1; train_data=$2; dev_data=$3; test_data=$4; graph=$5; trans_mdl=$6; nnet_dir=$7
+
+last_stage=3
+. "$(dirname "$0")/../../utils/lib/recipe.sh"   # log, run, the ERR trap, stage_on
+check_stage_range
+[ -n "$strategies" ] || { log "--strategies: expected the table's rows"; exit 1; }
+# the rows' names come from the registries: checked now, not after the training
+emasr report --select --strategies "$strategies" > /dev/null
+for n in $num_workers; do   # every N in processes of K workers, checked before any work
+  [[ $workers_per_process =~ ^[1-9][0-9]*$ ]] && [ $((n % workers_per_process)) -eq 0 ] || \
+    { log "--workers-per-process '$workers_per_process': expected a number of workers that" \
+          "divides every --num-workers ('$num_workers')"; exit 1; }
+done
+
+base_strategies() {
+  # the training runs behind the rows: "ma ma+ema bmuf+avg" -> "ma bmuf" (a run serves every
+  # averaged model of its sync rule)
+  local s out=""
+  for s in $strategies; do
+    s=${s%%+*}
+    case " $out " in *" $s "*) ;; *) out="$out $s" ;; esac
+  done
+  echo $out
+}
+
+averaged_models() {
+  # averaged_models BASE: the averaged models the rows ask of BASE's runs: "ema avg"
+  local s out=""
+  for s in $strategies; do
+    case "$s" in "$1"+*) out="$out ${s#*+}" ;; esac
+  done
+  echo $out
+}
+
+workers_of() {
+  # workers_of BASE: the worker counts of BASE's runs (single trains one worker)
+  [ "$1" = single ] && echo 1 || echo $num_workers
+}
+
+nnet_runs() {
+  # every run the options ask for, one a line: "dir arch base workers seed lr"
+  local arch base seed lr n dir
+  for arch in $archs; do
+    for base in $(base_strategies); do
+      for n in $(workers_of "$base"); do
+        for seed in $seeds; do
+          for lr in ${lrs:-default}; do
+            dir=$nnet_dir/${arch}_${base}
+            [ "$base" = single ] || dir=${dir}_n$n
+            dir=${dir}_s$seed
+            [ "$lr" = default ] || dir=${dir}_lr$lr
+            echo "$dir $arch $base $n $seed $lr"
+          done
+        done
+      done
+    done
+  done
+}
+
+nnet_dirs() {
+  nnet_runs | cut -d' ' -f1
+}
+
+arch_overrides() {
+  # arch_overrides ARCH: its part of --arch-opts ("dnn: k=v; lstm: k=v" -> the k=v of ARCH)
+  local part
+  IFS=';' read -ra parts <<< "$arch_opts"
+  for part in ${parts[@]+"${parts[@]}"}; do
+    part=${part#"${part%%[![:space:]]*}"}
+    case "$part" in "$1:"*) echo "${part#*:}" ;; esac
+  done
+}
+
+averaging_opts() {
+  # averaging_opts BASE: the overrides that keep the averaged models BASE's rows ask for, each
+  # with its --averaging value (emasr averaging-opts: the registry's key and default)
+  local name value args=()
+  for name in $(averaged_models "$1"); do
+    value=$(tr ' ' '\n' <<< "$averaging" | sed -n "s/^$name=//p" | head -1)
+    args+=("$name${value:+=$value}")
+  done
+  [ ${#args[@]} -eq 0 ] || emasr averaging-opts "${args[@]}"
+}
+
+archive_sha256() {
+  # sha256 (12 hex digits) of the archives an scp file points into, in the scp's order, or
+  # "not built": two runs on the same inputs (and the same --nj) show the same digest
+  [ -f "$1" ] || { echo "not built"; return; }
+  cut -d' ' -f2- "$1" | sed 's/:[0-9]*$//' | awk '!seen[$0]++' | xargs cat | sha256sum | cut -c1-12
+}
+
+if stage_on 1; then
+  log "training: archs '$archs', runs '$(base_strategies)', seeds '$seeds'"
+  eval "train_extra=($nnet_train_opts)"   # the options may quote their own values
+  mkdir -p "$nnet_dir"
+  nnet_runs > "$nnet_dir/runs.list"
+  while read -r dir arch base workers seed lr; do
+    if [ -f "$dir/.done" ]; then
+      log "$dir: trained already ($dir/.done); skipped"
+      continue
+    fi
+    [ "$lr" = default ] && lr=
+    ma_opts=
+    [ "$base" = ma ] && [ "$ma_lr_times_workers" = true ] && ma_opts="sync.lr_times_workers=true"
+    set_opts="train.init_seed=$seed data.seed=$seed ${lr:+train.lr=$lr} $nnet_opts"
+    set_opts="$set_opts $(arch_overrides "$arch") $ma_opts $(averaging_opts "$base")"
+    mkdir -p "$dir"
+    start=$(date +%s)
+    run steps/nnet/train.sh --cmd "$cuda_cmd" --nnet-config "$nnet_config_dir/$arch.yaml" \
+      --num-workers "$workers" --strategy "$base" ${block_size:+--block-size "$block_size"} \
+      ${epochs:+--epochs "$epochs"} \
+      --workers-per-process "$([ "$base" = single ] && echo 1 || echo "$workers_per_process")" \
+      --set-opts "$set_opts" --resume true --trans-mdl "$trans_mdl" \
+      ${train_extra[@]+"${train_extra[@]}"} "$targets" "$train_data" "$dev_data" "$dir" < /dev/null
+    echo "$(( $(date +%s) - start )) s" > "$dir/.done"
+  done < "$nnet_dir/runs.list"
+fi
+
+if stage_on 2; then
+  # with a grid, only the runs the report uses (best on dev) are decoded
+  candidates=()
+  for dir in $(nnet_dirs); do [ -f "$dir/.done" ] && candidates+=("$dir"); done
+  if [ ${#candidates[@]} -eq 0 ]; then
+    log "decoding: no trained network in $nnet_dir (train first)"; exit 1
+  fi
+  selected=$(emasr report --select --archs "$archs" --strategies "$strategies" "${candidates[@]}")
+  log "decoding dev and test with $(echo $selected | wc -w) network(s)"
+  for dir in $selected; do
+    read -r _ _ base workers _ < <(nnet_runs | grep "^$dir ")
+    models=final   # and the averaged models the rows ask for (ema.pt or ema_<frames>.pt, avg.pt ..)
+    for model in $(averaged_models "$base"); do
+      if [ "$model" != ema ] && [ -n "$controls_decoded_at" ] && \
+         ! [[ " $controls_decoded_at " == *" $workers "* ]]; then
+        continue   # a control at a worker count left to its dev frame accuracy
+      fi
+      kept=$(cd "$dir" && ls "$model.pt" "${model}"_*.pt 2> /dev/null | sed 's/\.pt$//' || true)
+      [ -n "$kept" ] || { log "expected $dir/$model.pt or ${model}_*.pt (the row $base+$model)"; exit 1; }
+      models="$models $kept"   # several EMAs (one per half-life): the report picks one on dev
+    done
+    for model in $models; do
+      for set in dev test; do
+        ddir=$dir/decode_$set
+        [ "$model" = final ] || ddir=${ddir}_$model
+        if [ -f "$ddir/.done" ]; then
+          log "$ddir: decoded already; skipped"
+          continue
+        fi
+        data=$dev_data
+        [ "$set" = test ] && data=$test_data
+        # shellcheck disable=SC2086
+        run steps/nnet/decode.sh --cmd "$decode_cmd" --nj "$nj" --model "$model" \
+          --trans-mdl "$trans_mdl" $nnet_decode_opts --scoring-opts "$nnet_scoring_opts" \
+          "$graph" "$data" "$ddir"
+        touch "$ddir/.done"
+      done
+    done
+  done
+fi
+
+if stage_on 3; then
+  log "report -> $results"
+  reported=()
+  for dir in $(nnet_dirs); do [ -f "$dir/conf.yaml" ] && reported+=("$dir"); done
+  for dir in $report_dirs; do [ -d "$dir/decode_dev" ] && reported+=("$dir"); done
+  train_time=0
+  for f in "$nnet_dir"/*/.done; do
+    [ -f "$f" ] && train_time=$((train_time + $(cut -d' ' -f1 "$f")))
+  done
+  machine="$(getconf _NPROCESSORS_ONLN) CPU cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'))"
+  if command -v nvidia-smi > /dev/null 2>&1; then
+    machine="$machine, GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader | paste -sd, -)"
+  fi
+  machine="$machine; $(python -c 'import numpy, torch
+print(f"torch {torch.__version__} (CPU capability {torch.backends.cpu.get_cpu_capability()}),",
+      f"numpy {numpy.__version__}")')"
+  # a different CPU or library can change the GMMs' alignments or the features, and rows are
+  # comparable only between runs on the same inputs: the digests make a difference visible
+  inputs="sha256 of the network targets ($targets/pdf.scp's archives)"
+  inputs+=" $(archive_sha256 "$targets/pdf.scp"), of the training features"
+  inputs+=" ($train_data/feats.scp's archives) $(archive_sha256 "$train_data/feats.scp")"
+  notes=()
+  if [ -n "$report_notes" ]; then
+    while IFS= read -r line; do [ -z "$line" ] || notes+=(--note "$line"); done < "$report_notes"
+  fi
+  mkdir -p exp/report/log
+  run $train_cmd exp/report/log/report.log \
+    emasr report --out "$results" --archs "$archs" --strategies "$strategies" --title "$title" \
+      ${notes[@]+"${notes[@]:0:2}"} --note "machine: $machine" --note "inputs: $inputs" \
+      ${notes[@]+"${notes[@]:2}"} --note "network training ${train_time} s in all" \
+      ${reported[@]+"${reported[@]}"}
+  log "wrote $results and $(dirname "$results")/plots/"
+fi
