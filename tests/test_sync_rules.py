@@ -238,11 +238,13 @@ def test_decay_from_half_life():
         decay_from_half_life(100, 0)
 
 
-def test_rule_state_round_trip():
-    rule = BlockMomentum(0.5, 1.0)
+@pytest.mark.parametrize("make", [lambda: BlockMomentum(0.5, 1.0), lambda: DiLoCo(0.7, 0.9)],
+                         ids=["bmuf", "diloco"])
+def test_rule_state_round_trip(make):
+    rule = make()
     rule.start(torch.zeros(2, dtype=torch.float64))
     rule.step(torch.ones(2, dtype=torch.float64))
-    copy = BlockMomentum(0.5, 1.0)
+    copy = make()
     copy.load_state_dict(rule.state_dict())
     assert torch.equal(copy.step(torch.full((2,), 3.0, dtype=torch.float64)),
                        rule.step(torch.full((2,), 3.0, dtype=torch.float64)))
@@ -288,13 +290,6 @@ def test_diloco_equals_nesterov_sgd_on_the_pseudo_gradient_block_by_block(n):
     np.testing.assert_allclose(got_ema, np.array(want_ema), rtol=0, atol=1e-12)
 
 
-def test_diloco_state_round_trip_and_its_keys_checked():
-    rule = DiLoCo(0.7, 0.9)
-    rule.start(torch.zeros(2, dtype=torch.float64))
-    rule.step(torch.ones(2, dtype=torch.float64))
-    copy = DiLoCo(0.7, 0.9)
-    copy.load_state_dict(rule.state_dict())
-    assert torch.equal(copy.step(torch.full((2,), 3.0, dtype=torch.float64)),
-                       rule.step(torch.full((2,), 3.0, dtype=torch.float64)))
+def test_diloco_keys_are_checked():
     with pytest.raises(configs.ConfigError, match=r"sync.outer_momentum must be in \[0, 1\)"):
         configs.resolve(None, ["sync.strategy=diloco", "sync.outer_momentum=1"])

@@ -29,6 +29,9 @@ from emasr.nnet.schedule import SCHEDULES
 from emasr.nnet.sections import ConfigError, Section, compose
 from emasr.nnet.sync import RULES
 
+# The optimizers a worker may run (train.optimizer; the trainer builds them).
+OPTIMIZERS = ("sgd", "adam", "adamw")
+
 __all__ = ["Config", "ConfigError", "RESUMABLE_CHANGES", "differences", "load", "resolve", "save"]
 
 
@@ -63,7 +66,7 @@ class DataConfig(Section):
 @dataclass
 class TrainConfig(Section):
     epochs: int = 10
-    optimizer: str = "sgd"            # sgd | adam | adamw (emasr.nnet.trainer.OPTIMIZERS)
+    optimizer: str = "sgd"            # sgd | adam | adamw (OPTIMIZERS)
     lr: float = 0.1
     momentum: float = 0.9
     weight_decay: float = 0.0
@@ -238,10 +241,6 @@ def validate(config: Config) -> None:
     for check in checks:
         if check is not None:
             check(config)
-
-
-# The optimizers a worker may run (train.optimizer; the trainer builds them).
-OPTIMIZERS = ("sgd", "adam", "adamw")
 
 
 def flatten(values: dict, prefix: str = "") -> dict[str, Any]:
