@@ -18,7 +18,6 @@ Speakers are the wav folders (S0002), utterance ids the file names (BAC009S0002W
 without a transcript are skipped (counted in the log); transcripts with digits or Latin letters
 and wavs that are not 16-bit mono are errors."
 
-echo "$0 $*"
 utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
 . "$utils_dir/parse_options.sh"
 export PATH="$utils_dir:$PATH"

@@ -17,7 +17,6 @@ Options:
 Writes lexicon.txt (with 'SIL sil' and '<UNK> sil'), nonsilence_phones.txt (the tones of one base
 phone on one line), silence_phones.txt, optional_silence.txt, extra_questions.txt."
 
-echo "$0 $*"
 utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
 . "$utils_dir/parse_options.sh"
 

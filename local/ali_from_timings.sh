@@ -23,7 +23,6 @@ Options:
   --nj N              jobs (default $nj)
   --silence PHONE     the silence phone (default $silence)"
 
-echo "$0 $*"
 utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
 . "$utils_dir/parse_options.sh"
 export PATH="$utils_dir:$PATH"
@@ -31,6 +30,7 @@ if [ $# -lt 4 ]; then
   printf '%s\n' "$help_message" >&2; exit 1
 fi
 data=$1; srcdir=$2; dir=$3; shift 3
+lock_dirs "$dir"
 timings=("$@")
 
 for f in "$data/utt2num_frames" "$srcdir/final.mdl" "$srcdir/tree" "$srcdir/phones.txt" \

@@ -21,7 +21,6 @@ Options:
   --oov-word <word>    # word for tokens without a pronunciation (default $oov_word)
 Writes <lm-dir>/\${order}gram.arpa.gz, <lm-dir>/dev_perplexity and <lm-dir>/log/train_lm.log."
 
-echo "$0 $*"
 utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
 . "$utils_dir/parse_options.sh"
 
@@ -32,6 +31,7 @@ text=$1
 dict=$2
 dev_text=$3
 dir=$4
+lock_dirs "$dir"
 [ -e "$text" ] || { echo "$0: expected $text to exist" >&2; exit 1; }
 for f in "$dict/lexicon.txt" "$dev_text"; do
   [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }

@@ -40,7 +40,6 @@ Options:
   --fmllr-min-count <frames>       # below: the identity transform (default $fmllr_min_count)
   --max-failed <fraction>    # allowed share of unaligned utterances per job (default $max_failed)"
 
-echo "$0 $*"
 utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
 . "$utils_dir/parse_options.sh"
 export PATH="$utils_dir:$PATH"
@@ -49,6 +48,7 @@ if [ $# -ne 4 ]; then
   printf '%s\n' "$help_message" >&2; exit 1
 fi
 data=$1; lang=$2; srcdir=$3; dir=$4
+lock_dirs "$dir"
 
 for f in "$data/feats.scp" "$data/text" "$data/spk2utt" "$lang/L.fst" "$lang/words.txt" \
          "$lang/phones/silence.csl" "$srcdir/final.mdl" "$srcdir/tree"; do

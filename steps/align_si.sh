@@ -35,7 +35,6 @@ Options:
   --max-failed <fraction>    # allowed fraction of unaligned utterances per job (default $max_failed)
   --transform-dir <dir>      # apply <dir>/trans.JOB (per speaker) last; <dir>'s num_jobs = --nj"
 
-echo "$0 $*"
 utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
 . "$utils_dir/parse_options.sh"
 export PATH="$utils_dir:$PATH"
@@ -44,6 +43,7 @@ if [ $# -ne 4 ]; then
   printf '%s\n' "$help_message" >&2; exit 1
 fi
 data=$1; lang=$2; srcdir=$3; dir=$4
+lock_dirs "$dir"
 
 for f in "$data/feats.scp" "$data/text" "$lang/L.fst" "$lang/words.txt" \
          "$srcdir/final.mdl" "$srcdir/tree"; do

@@ -11,7 +11,6 @@ Stats are Kaldi's 2 x (dim+1) double matrices (sums and count; sums of squares).
   --fake     write stats that make CMVN a no-op (mean 0, variance 1), as Kaldi's --fake
   --global   one matrix over all utterances in <data-dir>/global_cmvn instead of per speaker"
 
-echo "$0 $*"
 # Kaldi's --fake is a bare flag, read before the usual options; --global works the same way.
 extra_opts=()
 while [ $# -gt 0 ]; do
@@ -30,6 +29,7 @@ fi
 data=$1
 logdir=${2:-$data/log}
 cmvndir=${3:-$data/data}
+[ ! -d "$data" ] || lock_dirs "$data" "$cmvndir"
 
 for f in "$data/feats.scp" "$data/spk2utt"; do
   [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }

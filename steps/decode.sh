@@ -46,6 +46,7 @@ if [ $# -ne 3 ]; then
   printf '%s\n' "$help_message" >&2; exit 1
 fi
 graphdir=$1; data=$2; dir=$3
+lock_dirs "$dir"
 srcdir=$(dirname "$dir")
 [ -z "$model" ] && model=$srcdir/final.mdl
 
@@ -80,6 +81,8 @@ if [ "$stage" -le 0 ]; then
   # Temporary archives of a killed earlier run (or of a job that aborted) are removed here and
   # after a failure, so that a failed decode leaves only complete lat.N.gz / hyp.N.txt.
   rm -f "$dir"/lat.*.gz.tmp.* "$dir"/hyp.*.txt.tmp.*
+  # an earlier decode's lattices and scores go first: a failed decode leaves none of them
+  rm -rf "$dir"/lat.*.gz "$dir"/hyp.*.txt "$dir/scoring_kaldi" "$dir"/wer_* "$dir"/cer_*
   $cmd JOB=1:"$nj" "$dir/log/decode.JOB.log" \
     emasr gmm-decode --beam "$beam" --lattice-beam "$lattice_beam" --max-active "$max_active" \
       --min-active "$min_active" --prune-interval "$prune_interval" --acwt "$acwt" \

@@ -60,7 +60,6 @@ Options:
   --skip-scoring <true|false> --scoring-opts '<opts>'
   --max-failed-fraction <f>   as steps/decode.sh (default $max_failed_fraction)"
 
-echo "$0 $*"
 utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
 . "$utils_dir/parse_options.sh"
 export PATH="$utils_dir:$PATH"
@@ -69,6 +68,7 @@ if [ $# -ne 3 ]; then
   printf '%s\n' "$help_message" >&2; exit 1
 fi
 graphdir=$1; data=$2; dir=${3%/}
+lock_dirs "$dir"
 srcdir=$(dirname "$dir")
 steps=$(dirname "$0")
 
@@ -114,6 +114,10 @@ fmllr_opts+=(--spk2utt "$sdata/JOB/spk2utt")
 decode_opts=(--nj "$nj" --cmd "$cmd" --acwt "$acwt" --scoring-opts "$scoring_opts"
              --max-failed-fraction "$max_failed_fraction")
 
+if [ "$stage" -le 2 ]; then
+  # an earlier decode's lattices and scores go first: a failed decode leaves none of them
+  rm -rf "$dir"/lat.*.gz "$dir/scoring_kaldi" "$dir"/wer_* "$dir"/cer_*
+fi
 if [ -z "$si_dir" ]; then
   si_dir=$dir.si
   if [ "$stage" -le 0 ]; then

@@ -33,6 +33,7 @@ if [ $# -ne 3 ]; then
   printf '%s\n' "$help_message" >&2; exit 1
 fi
 data=$1; lang_or_graph=$2; dir=$3
+lock_dirs "$dir"
 
 for f in "$data/text" "$lang_or_graph/words.txt"; do
   [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
@@ -40,8 +41,11 @@ done
 ls "$dir"/lat.*.gz > /dev/null 2>&1 || { echo "$0: expected files $dir/lat.*.gz to exist" >&2; exit 1; }
 metrics=(--metric wer)
 [ "$cer" = true ] && metrics+=(--metric cer)
-mkdir -p "$dir/scoring_kaldi/log"
 if [ "$stage" -le 0 ]; then
+  # an earlier scoring's files (another LM-weight grid, another metric) must not survive beside
+  # this one's: a glob of wer_* would read them
+  rm -rf "$dir/scoring_kaldi" "$dir"/wer_* "$dir"/cer_*
+  mkdir -p "$dir/scoring_kaldi/log"
   emasr --log-file "$dir/scoring_kaldi/log/score.log" score-lattices --min-lmwt "$min_lmwt" \
     --max-lmwt "$max_lmwt" --lmwt-step "$lmwt_step" \
     --max-failed-fraction "$max_failed_fraction" --word-ins-penalty "$word_ins_penalty" "${metrics[@]}" \

@@ -63,7 +63,6 @@ Options:
   --stage <stage>            # resume from this stage (default $stage): -5 LDA, -4 tree stats,
                              # -3 tree, -2 model, -1 convert alignments, N pass N"
 
-echo "$0 $*"
 utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
 . "$utils_dir/parse_options.sh"
 export PATH="$utils_dir:$PATH"
@@ -75,6 +74,7 @@ if [ $# -ne 4 ]; then
   printf '%s\n' "$help_message" >&2; exit 1
 fi
 data=$1; lang=$2; alidir=$3; dir=$4
+lock_dirs "$dir"
 
 for f in "$alidir/final.mdl" "$alidir/ali.1.gz" "$alidir/num_jobs" "$data/feats.scp" \
          "$data/text" "$lang/phones/roots.int" "$lang/phones/sets.int" \

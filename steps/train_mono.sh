@@ -39,7 +39,6 @@ Options:
   --max-failed <fraction>    # allowed fraction of unusable utterances per job (default $max_failed)
   --stage <stage>            # resume from this stage (default $stage)"
 
-echo "$0 $*"
 utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
 . "$utils_dir/parse_options.sh"
 export PATH="$utils_dir:$PATH"
@@ -48,6 +47,7 @@ if [ $# -ne 3 ]; then
   printf '%s\n' "$help_message" >&2; exit 1
 fi
 data=$1; lang=$2; dir=$3
+lock_dirs "$dir"
 
 for f in "$data/feats.scp" "$data/text" "$data/utt2spk" "$lang/L.fst" "$lang/topo" \
          "$lang/words.txt" "$lang/phones.txt" "$lang/phones/sets.int" "$lang/phones/silence.csl"; do

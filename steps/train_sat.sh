@@ -70,7 +70,6 @@ Options:
                              # stats, -2 tree and model, -1 convert alignments, N pass N,
                              # num-iters the alignment model"
 
-echo "$0 $*"
 utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
 . "$utils_dir/parse_options.sh"
 export PATH="$utils_dir:$PATH"
@@ -82,6 +81,7 @@ if [ $# -ne 4 ]; then
   printf '%s\n' "$help_message" >&2; exit 1
 fi
 data=$1; lang=$2; alidir=$3; dir=$4
+lock_dirs "$dir"
 
 for f in "$alidir/final.mdl" "$alidir/ali.1.gz" "$alidir/num_jobs" "$data/feats.scp" \
          "$data/text" "$data/spk2utt" "$lang/phones/roots.int" "$lang/phones/sets.int" \

@@ -62,6 +62,20 @@ def test_config_rejects_unknown_keys_and_bad_values():
     assert configs.resolve(None, ["train.lr=1e-3"]).train.lr == 0.001
 
 
+@pytest.mark.parametrize("override, message", [
+    ("train.epochs=0", "train.epochs must be >= 1, got 0"),
+    ("train.epochs=-1", "train.epochs must be >= 1, got -1"),
+    ("train.lr=-0.1", "train.lr must be > 0, got -0.1"),
+    ("train.momentum=1.0", r"train.momentum must be in \[0, 1\), got 1.0"),
+    ("data.minibatch_frames=0", "data.minibatch_frames must be >= 1, got 0"),
+    ("dist.timeout_s=0", "dist.timeout_s must be > 0, got 0"),
+    ("sync.block_size=0", "sync.block_size must be >= 1, got 0"),
+])
+def test_config_refuses_degenerate_values(override, message):
+    with pytest.raises(configs.ConfigError, match=message):
+        configs.resolve(None, [override])
+
+
 def test_config_differences_ignore_resumable_keys():
     a = configs.resolve(None, [])
     b = configs.resolve(None, ["train.epochs=99", "train.lr=0.3"])

@@ -1,6 +1,7 @@
 """utils/parse_options.sh: Kaldi's option parsing, sourced by a script under set -euo pipefail."""
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -42,12 +43,20 @@ def run(script: Path, *args: str) -> subprocess.CompletedProcess:
 
 def values(result: subprocess.CompletedProcess) -> dict[str, str]:
     assert result.returncode == 0, result.stderr
-    line = result.stdout.splitlines()[0]
+    line = result.stdout.splitlines()[1]
     return dict(item.split("=", 1) for item in line.split("|"))
 
 
 def rest(result: subprocess.CompletedProcess) -> str:
-    return result.stdout.splitlines()[1]
+    return result.stdout.splitlines()[2]
+
+
+def test_the_command_is_logged_first_ready_to_paste_back(script):
+    result = run(script, "--foo-bar", "a b", "--nj=2", "data/train")
+    first = result.stdout.splitlines()[0]
+    logged = re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d INFO step\.sh:\d+ (.*)", first)
+    assert logged, first
+    assert logged.group(1) == f"{script} --foo-bar 'a b' --nj=2 data/train"
 
 
 def test_defaults_without_options(script):
@@ -85,6 +94,18 @@ def test_booleans_accept_only_true_or_false(script):
     bad = run(script, "--use-gpu", "yes")
     assert bad.returncode == 1
     assert 'expected "true" or "false": --use-gpu yes' in bad.stderr
+
+
+@pytest.mark.parametrize("value", ["abc", "4G", "", "1;2"])
+def test_numbers_accept_only_numbers(script, value):
+    bad = run(script, "--nj", value)
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert f"expected a number (or a list of numbers): --nj '{value}'" in bad.stderr
+
+
+@pytest.mark.parametrize("value", ["8", "-2", "0.5", "1e-3", "1 2 3", "0.0,0.5,1.0"])
+def test_numbers_and_lists_of_numbers_pass(script, value):
+    assert values(run(script, "--nj", value))["nj"] == value
 
 
 def test_missing_value_is_an_error_naming_the_option(script):
@@ -128,4 +149,4 @@ def test_empty_cmd_is_an_error(script):
 
 def test_leaves_no_helper_variables(script):
     result = run(script, "--nj", "3", "d")
-    assert result.stdout.splitlines()[2] == "helpers="
+    assert result.stdout.splitlines()[3] == "helpers="

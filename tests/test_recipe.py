@@ -24,11 +24,13 @@ def test_help_and_bad_options():
     assert result.returncode == 1 and "--no-such-option" in result.stderr
     result = run_script([str(run), "extra-argument"])
     assert result.returncode == 1 and "Usage:" in result.stderr
-    for option, value in (("--stage", "abc"), ("--stop-stage", "11"), ("--stage", "-1")):
+    for option, value in (("--stop-stage", "11"), ("--stage", "-1")):
         result = run_script([str(run), option, value])
         assert result.returncode == 1, (option, value)
         assert f"{option} must be a stage number from 0 to 10, got '{value}'" in result.stderr
         assert "done" not in result.stdout
+    result = run_script([str(run), "--stage", "abc"])   # parse_options: not a number
+    assert result.returncode == 1 and "expected a number" in result.stderr
     result = run_script([str(run), "--strategies", "single bmuf+foo", "--stage", "10"])
     assert result.returncode != 0 and "'bmuf+foo': expected one of single, ma, bmuf" in result.stderr
 
@@ -120,7 +122,7 @@ def test_nnet_train_opts_reach_train_sh_with_their_quoting(tmp_path):
                          "--nnet-train-opts", "--torchrun-opts '--nnodes 1 --max-restarts 0'"])
     assert result.returncode == 1
     output = result.stdout + result.stderr
-    assert "--torchrun-opts --nnodes 1 --max-restarts 0" in output
+    assert "--torchrun-opts '--nnodes 1 --max-restarts 0'" in output   # logged, quoted
     assert "Usage:" not in output and "expected file exp/nnet/targets" in output
 
 

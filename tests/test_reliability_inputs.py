@@ -129,6 +129,19 @@ def test_failed_job_prints_the_last_error_line_of_its_log(tmp_path):
     assert "run.pl: log/y.log: ValueError: a.txt: expected 3" in result.stderr
 
 
+def test_failed_job_prints_emasrs_error_line_before_a_wrappers_traceback(tmp_path):
+    # torchrun's report of a failed worker comes after the worker's own message, and ends in
+    # lines that look like errors too: the console shows the cause
+    command = ("echo '[rank0]: Error: conf.yaml: unknown key model.no_such_key' >&2; "
+               "echo 'Traceback (most recent call last):' >&2; "
+               "echo 'torch.distributed.elastic.multiprocessing.errors.ChildFailedError:' >&2; "
+               "echo 'To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html' >&2; "
+               "exit 1")
+    result = launcher(["log/t.log", command], tmp_path)
+    assert result.stderr.splitlines()[0] == (
+        "run.pl: log/t.log: Error: conf.yaml: unknown key model.no_such_key")
+
+
 # -- steps/nnet/train.sh options --------------------------------------------------------------
 
 def test_train_sh_help_exits_0():
@@ -136,17 +149,29 @@ def test_train_sh_help_exits_0():
     assert result.returncode == 0 and "Usage:" in result.stderr and "--num-workers" in result.stderr
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "two"])
-def test_train_sh_refuses_a_bad_number_of_workers(tmp_path, value):
+@pytest.mark.parametrize("value, message", [
+    ("0", "--num-workers must be a positive integer (workers on this node), got '0'"),
+    ("-1", "--num-workers must be a positive integer (workers on this node), got '-1'"),
+    ("two", "expected a number (or a list of numbers): --num-workers 'two'")])
+def test_train_sh_refuses_a_bad_number_of_workers(tmp_path, value, message):
     result = run_script([str(REPO / "steps/nnet/train.sh"), "--num-workers", value, "t", "a", "b",
                          str(tmp_path / "exp")])
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert (f"--num-workers must be a positive integer (workers on this node), got '{value}'"
-            in result.stderr)
+    assert message in result.stderr
     assert not (tmp_path / "exp").exists()
 
 
 # -- feature steps: read-only dirs, full disk, leftovers --------------------------------------
+
+def test_a_non_numeric_number_of_jobs_is_refused_before_any_work(tmp_path):
+    data = make_data(tmp_path, [2000] * 2)
+    (data / "feats.scp").write_text("old feats\n")
+    before = snapshot(data)
+    result = step("make_mfcc.sh", "--nj", "abc", "data/train", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "expected a number (or a list of numbers): --nj 'abc'" in result.stderr
+    assert snapshot(data) == before and not (data / ".backup").exists()
+
 
 def test_read_only_data_or_feature_dir_is_refused_before_any_work(tmp_path):
     data = make_data(tmp_path, [2000] * 4)
@@ -198,7 +223,7 @@ def test_job_with_no_usable_utterance_leaves_no_empty_ark(tmp_path):
     result = step("make_fbank.sh", "--nj", 1, "data/train", "exp/log", "fbank", cwd=tmp_path)
     assert result.returncode == 1
     assert "run.pl: exp/log/make_fbank_train.1.log:" in result.stderr  # the job's error line
-    assert os.listdir(tmp_path / "fbank") == [] and not (data / "feats.scp").exists()
+    assert not any((tmp_path / "fbank").glob("*")) and not (data / "feats.scp").exists()
 
 
 def test_interrupted_make_fbank_leaves_no_temporary_arks(tmp_path):

@@ -12,13 +12,13 @@ skip_fix=false # skip the fix_data_dir step at the end
 help_message="Usage: $0 [--extra-files 'file1 file2'] [--skip-fix true] <dest-data-dir> <src-data-dir1> <src-data-dir2> ...
 Note, files that don't appear in first source dir will not be added even if they appear in later ones."
 
-echo "$0 $*"  # the command line, for the log
 . "$(dirname "$0")/parse_options.sh"
 
 if [ $# -lt 2 ]; then
   echo "$help_message" >&2; exit 1
 fi
 dest=$1
+lock_dirs "$dest"
 shift
 for dir in "$@"; do
   if [ ! -f "$dir/utt2spk" ]; then
@@ -28,4 +28,4 @@ done
 
 opts=()
 if [ "$skip_fix" = true ]; then opts+=(--skip-fix); fi
-exec emasr combine-data --extra-files "$extra_files" ${opts[@]+"${opts[@]}"} "$dest" "$@"
+emasr combine-data --extra-files "$extra_files" ${opts[@]+"${opts[@]}"} "$dest" "$@"

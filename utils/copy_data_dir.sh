@@ -28,6 +28,7 @@ if [ $# -ne 2 ]; then
 fi
 srcdir=$1
 destdir=$2
+lock_dirs "$destdir"
 if [ ! -f "$srcdir/utt2spk" ]; then
   echo "$0: expected file $srcdir/utt2spk to exist" >&2; exit 1
 fi

@@ -23,6 +23,7 @@ if [ $# -ne 1 ]; then
   echo "$help_message" >&2; exit 1
 fi
 data=$1
+[ ! -d "$data" ] || lock_dirs "$data"
 if [ ! -d "$data" ]; then
   echo "$0: no such directory $data" >&2; exit 1
 fi
@@ -30,4 +31,4 @@ if [ ! -f "$data/utt2spk" ]; then
   echo "$0: expected file $data/utt2spk to exist" >&2; exit 1
 fi
 
-exec emasr fix-data-dir --utt-extra-files "$utt_extra_files" --spk-extra-files "$spk_extra_files" "$data"
+emasr fix-data-dir --utt-extra-files "$utt_extra_files" --spk-extra-files "$spk_extra_files" "$data"

@@ -8,7 +8,6 @@ e.g.: $0 data/lang data/local/lm/3gram.arpa.gz data/local/dict/lexicon.txt data/
 <arpa-LM> may be gzipped. LM words missing from <lexicon> (and words.txt) are reported and their
 n-grams dropped. The result is checked with utils/validate_lang.sh."
 
-echo "$0 $*"
 utils_dir="$(cd "$(dirname "$0")" && pwd)"
 . "$utils_dir/parse_options.sh"
 
@@ -19,6 +18,7 @@ lang_dir=$1
 lm=$2
 lexicon=$3
 out_dir=$4
+lock_dirs "$out_dir"
 for f in "$lang_dir/words.txt" "$lang_dir/L.fst" "$lm" "$lexicon"; do
   [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
 done

@@ -25,6 +25,7 @@ if [ $# -ne 3 ]; then
   printf '%s\n' "$help_message" >&2; exit 1
 fi
 lang=$1; model_dir=$2; dir=$3
+lock_dirs "$dir"
 
 for f in "$lang/L_disambig.fst" "$lang/G.fst" "$lang/words.txt" "$lang/phones.txt" \
          "$lang/phones/disambig.int" "$model_dir/final.mdl" "$model_dir/tree"; do

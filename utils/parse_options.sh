@@ -7,9 +7,13 @@
 #                     options, so the command line wins over the file wherever both set something)
 #   --help, -h        prints "$help_message" (the script's usage) to stderr and exits 0
 #   --                ends the options
-# A variable whose current value is true or false accepts only true or false. Parsing stops at the
+# A variable whose current value is true or false accepts only true or false; one whose value is a
+# number accepts only a number or a list of them ("1 2 3", "0.0,0.5"). Parsing stops at the
 # first argument that is not an option; the caller sees the rest as "$@". Errors name the option and
 # exit 1. Works under `set -euo pipefail`; leaves no helper variables behind.
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib/log.sh"   # log, log_command
+. "$(dirname "${BASH_SOURCE[0]}")/lib/lock.sh"  # lock_dirs
 
 # Pass 1: source every --config file before the other options (Kaldi's precedence).
 _po_args=("$@")
@@ -36,7 +40,9 @@ while [ "$_po_i" -lt "${#_po_args[@]}" ]; do
   case "$_po_arg" in --config) _po_i=$((_po_i + 2)) ;; *) _po_i=$((_po_i + 1)) ;; esac
 done
 
-# Pass 2: the options themselves.
+# Pass 2: the options themselves. An option whose variable holds a number accepts only numbers
+# (or a list of them, for the options that take one), so that `--nj abc` fails before any work.
+_po_number='-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?'
 while [ $# -gt 0 ]; do
   case "$1" in
     --help|-h)
@@ -70,6 +76,10 @@ while [ $# -gt 0 ]; do
         true|false) ;;
         *) echo "$0: expected \"true\" or \"false\": $_po_opt $_po_value" 1>&2; exit 1 ;;
       esac ;;
+    *)
+      if [[ ${!_po_name} =~ ^$_po_number$ ]] && ! [[ $_po_value =~ ^$_po_number([\ ,]+$_po_number)*$ ]]; then
+        echo "$0: expected a number (or a list of numbers): $_po_opt '$_po_value'" 1>&2; exit 1
+      fi ;;
   esac
   # printf -v assigns without eval, so values with spaces or quotes are safe.
   printf -v "$_po_name" '%s' "$_po_value"
@@ -80,5 +90,7 @@ done
 if [ -n "${cmd+set}" ] && [ -z "$cmd" ]; then
   echo "$0: empty argument to --cmd option" 1>&2; exit 1
 fi
-unset _po_args _po_i _po_arg _po_file _po_opt _po_value _po_shift _po_name
+# The script's command line, logged once the options hold (a bad option prints only its error).
+log_command "$0" "${_po_args[@]}"
+unset _po_number _po_args _po_i _po_arg _po_file _po_opt _po_value _po_shift _po_name
 true

@@ -26,7 +26,6 @@ Options:
 kaldi: Kaldi's gen_topo.pl topology (strict left-to-right, a phone lasts >= 3 frames), for GMMs at
 10 ms; skip: every phone can be traversed in one frame (for 30 ms networks after stacking)."
 
-echo "$0 $*"
 utils_dir="$(cd "$(dirname "$0")" && pwd)"
 . "$utils_dir/parse_options.sh"
 
@@ -37,6 +36,7 @@ srcdir=$1
 oov_word=$2
 tmpdir=$3
 dir=$4
+lock_dirs "$dir" "$tmpdir"
 for f in lexicon.txt silence_phones.txt nonsilence_phones.txt optional_silence.txt; do
   if [ "$f" = lexicon.txt ] && [ -f "$srcdir/lexiconp.txt" ]; then continue; fi
   [ -f "$srcdir/$f" ] || { echo "$0: expected file $srcdir/$f to exist" >&2; exit 1; }

@@ -20,7 +20,6 @@ Options:
   --num-nonsil-states <n>   # emitting states of a non-silence phone (default: as in <lang-dir>)
   --num-sil-states <n>      # emitting states of a silence phone (default: as in <lang-dir>)"
 
-echo "$0 $*"
 utils_dir="$(cd "$(dirname "$0")" && pwd)"
 . "$utils_dir/parse_options.sh"
 
@@ -28,6 +27,7 @@ if [ $# -ne 2 ]; then
   printf '%s\n' "$help_message" >&2; exit 1
 fi
 lang=$1; dir=$2
+lock_dirs "$dir"
 for f in "$lang/phones.txt" "$lang/words.txt" "$lang/topo" "$lang/L.fst" \
          "$lang/phones/silence.int" "$lang/phones/nonsilence.int"; do
   [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }

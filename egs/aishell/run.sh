@@ -25,6 +25,7 @@ Every other option goes to ../aishell_sim/run.sh (stages, --archs, --strategies,
 --epochs, ...); the default profile here is large (GPU workers through cuda_cmd in cmd.sh)."
 
 # This script's own options; the rest pass through unchanged.
+command_line=("$@")
 forward=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,10 +44,8 @@ fi
 case "$corpus_dir" in /*) ;; *) corpus_dir=$PWD/$corpus_dir ;; esac
 cd "$(dirname "$0")"
 
-log() {
-  local fname=${BASH_SOURCE[1]##*/}
-  echo -e "$(date '+%Y-%m-%d %H:%M:%S') (${fname}:${BASH_LINENO[0]}:${FUNCNAME[1]:-main}) $*"
-}
+. utils/lib/log.sh   # the toolkit's log lines
+log_command "$0" ${command_line[@]+"${command_line[@]}"}
 
 wav=$corpus_dir/data_aishell/wav
 transcript=$corpus_dir/data_aishell/transcript/aishell_transcript_v0.8.txt

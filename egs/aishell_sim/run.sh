@@ -139,7 +139,8 @@ Options:
   --workdir DIR                 run in DIR (needs conf/ steps/ utils/ local/ cmd.sh path.sh there)
 Jobs run through cmd.sh (run.pl here; queue.pl or slurm.pl on a cluster)."
 
-start_command="$0 $*"
+. "$(dirname "$0")/utils/lib/log.sh"
+start_command=$(shell_quoted "$0" "$@")   # the report's provenance: the command, ready to paste
 defaults="$corpus_dir|$lm_text|$results"
 . "$(dirname "$0")/utils/parse_options.sh"
 if [ $# -ne 0 ]; then
@@ -300,7 +301,7 @@ stage_times() {
   echo "${out:-none} (stages 0-7 total $total s)"
 }
 
-log "$start_command (profile $profile: nj $nj, $num_workers workers, seeds '$seeds', epochs $epochs)"
+log "profile $profile: nj $nj, $num_workers workers, seeds '$seeds', epochs $epochs"
 
 if stage_on 0 && begin_stage 0 "corpus in $corpus_dir"; then
   if [ "$simulate" = true ]; then

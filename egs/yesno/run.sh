@@ -39,7 +39,6 @@ Options:
   --nnet-epochs N --nnet-opts 'key=value ...'   the DNN (conf/nnet/dnn.yaml overridden)
   --nnet-decode-opts '...'      steps/nnet/decode.sh options (default '$nnet_decode_opts')"
 
-start_command="$0 $*"
 . "$(dirname "$0")/utils/parse_options.sh"
 if [ $# -ne 1 ]; then
   printf '%b\n' "$help_message" >&2
@@ -71,7 +70,6 @@ best_wer() {
   cat "$1/scoring_kaldi/best_wer"
 }
 
-log "$start_command"
 
 if stage_on 0 && begin_stage 0 "data prep from $waves"; then
   run local/prepare_data.sh "$waves"

@@ -1,7 +1,7 @@
 """One log format for every Python step, and progress reporting that suits terminals and log files.
 
 Every `emasr` subcommand logs through the standard `logging` module with the format
-`2026-11-29 14:52:22,123 INFO fbank.py:57 message`. On a terminal, long loops show a tqdm bar; when
+`2026-11-29 14:52:22 INFO fbank.py:57 message`, the shell scripts' too (utils/lib/log.sh). On a terminal, long loops show a tqdm bar; when
 stderr is a file (a job log written by run.pl), the bar would fill the log with carriage returns, so
 `progress` logs one line every `every` items instead.
 """
@@ -14,6 +14,7 @@ import time
 from typing import Iterable, Iterator, TypeVar
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(filename)s:%(lineno)d %(message)s"
+DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 T = TypeVar("T")
 
@@ -30,7 +31,7 @@ def setup_logging(verbose: bool = False, log_file: str | None = None) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(log_file)), exist_ok=True)
         handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
     for handler in handlers:
-        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        handler.setFormatter(logging.Formatter(LOG_FORMAT, DATE_FORMAT))
         root.addHandler(handler)
 
 

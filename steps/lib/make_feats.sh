@@ -52,7 +52,6 @@ fails if fewer than 95% of the utterances get features."
 readonly feat_kind feat_desc feat_compute
 unset usage_configs usage_example dir_arg i
 
-echo "$0 $*"
 utils_dir="$(cd "$(dirname "$0")/../utils" && pwd)"
 . "$utils_dir/parse_options.sh"
 export PATH="$utils_dir:$PATH"  # run.pl, split_data.sh even when the caller's PATH lacks them
@@ -65,6 +64,7 @@ fi
 data=$1
 logdir=${2:-$data/log}
 featdir=${3:-$data/data}
+[ ! -d "$data" ] || lock_dirs "$data" "$featdir"
 
 # The kind's config files, now that the options have set them: each goes to the compute jobs by
 # the option feat_compute names, and to merge-feats-jobs (which copies it into <data>/conf) by
@@ -92,7 +92,7 @@ clean_tmp() {
     "$logdir"/utt2dur.*.tmp.*
 }
 clean_tmp
-trap clean_tmp EXIT
+trap 'clean_tmp; release_locks' EXIT
 
 validate_data_dir.sh --no-text --no-feats "$data"
 if [ -f "$data/feats.scp" ]; then

@@ -42,7 +42,6 @@ Options:
   --tree-min-count <frames>       # minimum frames per side of a split (default $tree_min_count)
   --stage <stage>                 # resume from this stage (default $stage)"
 
-echo "$0 $*"
 utils_dir="$(cd "$(dirname "$0")/../../utils" && pwd)"
 . "$utils_dir/parse_options.sh"
 export PATH="$utils_dir:$PATH"
@@ -51,6 +50,7 @@ if [ $# -ne 5 ]; then
   printf '%s\n' "$help_message" >&2; exit 1
 fi
 num_leaves=$1; data=$2; lang=$3; alidir=$4; dir=$5
+lock_dirs "$dir"
 
 for f in "$data/feats.scp" "$lang/phones.txt" "$lang/topo" "$lang/phones/sets.int" \
          "$lang/phones/roots.int" "$lang/phones/context_indep.csl" "$alidir/final.mdl" \

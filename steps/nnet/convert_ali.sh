@@ -28,7 +28,6 @@ Options:
   --reorder true|false            reordered output, as Kaldi's (default $reorder)
   --max-failed FRACTION           unconvertible utterances allowed (default $max_failed)"
 
-echo "$0 $*"
 utils_dir="$(cd "$(dirname "$0")/../../utils" && pwd)"
 . "$utils_dir/parse_options.sh"
 export PATH="$utils_dir:$PATH"
@@ -37,6 +36,7 @@ if [ $# -ne 3 ]; then
   printf '%s\n' "$help_message" >&2; exit 1
 fi
 srcdir=$1; modeldir=$2; dir=$3
+lock_dirs "$dir"
 
 for f in "$srcdir/final.mdl" "$modeldir/final.mdl" "$modeldir/tree"; do
   [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }

@@ -49,6 +49,7 @@ if [ $# -ne 3 ]; then
   printf '%s\n' "$help_message" >&2; exit 1
 fi
 graphdir=$1; data=$2; dir=$3
+lock_dirs "$dir"
 [ -z "$srcdir" ] && srcdir=$(dirname "$dir")
 [ -z "$trans_mdl" ] && trans_mdl=$srcdir/final.mdl
 
@@ -69,6 +70,10 @@ sdata=$data/split$nj
 # Temporary archives of a killed earlier run (or of a job that aborted) are removed before and
 # after each stage's jobs, so that a failed decode leaves only complete files.
 clean_tmp() { rm -f "$dir"/loglikes.*.tmp.* "$dir"/lat.*.gz.tmp.* "$dir"/hyp.*.txt.tmp.*; }
+if [ "$stage" -le 1 ]; then
+  # an earlier decode's lattices and scores go first: a failed decode leaves none of them
+  rm -rf "$dir"/lat.*.gz "$dir/scoring_kaldi" "$dir"/wer_* "$dir"/cer_*
+fi
 if [ "$stage" -le 0 ]; then
   clean_tmp
   $cmd JOB=1:"$nj" "$dir/log/nnet_forward.JOB.log" \

@@ -66,6 +66,7 @@ if [ $# -ne 7 ]; then
   exit 1
 fi
 targets=$1; train_data=$2; dev_data=$3; test_data=$4; graph=$5; trans_mdl=$6; nnet_dir=$7
+lock_dirs "$nnet_dir"
 
 last_stage=3
 . "$(dirname "$0")/../../utils/lib/recipe.sh"   # log, run, the ERR trap, stage_on

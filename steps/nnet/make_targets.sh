@@ -34,7 +34,6 @@ Options:
   --priors-from DATA-DIR         priors over this data dir's utterances (default: all targets)
   --cmd CMD                      job launcher (default run.pl)"
 
-echo "$0 $*"
 . "$(dirname "$0")/../../utils/parse_options.sh"
 
 if [ $# -ne 3 ]; then
@@ -42,6 +41,7 @@ if [ $# -ne 3 ]; then
   exit 1
 fi
 ali_dir=$1; data=$2; dir=$3
+lock_dirs "$dir"
 
 if [ "$ali_type" = transition ]; then
   if [ ! -f "$ali_dir/final.mdl" ]; then

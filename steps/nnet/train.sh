@@ -46,7 +46,6 @@ Options:
   --torchrun-opts '...'           torchrun options for several nodes (replace --standalone)
   --cmd CMD                       job launcher (default run.pl)"
 
-echo "$0 $*"
 . "$(dirname "$0")/../../utils/parse_options.sh"
 
 if [ $# -ne 4 ]; then
@@ -54,6 +53,7 @@ if [ $# -ne 4 ]; then
   exit 1
 fi
 targets=$1; train_data=$2; dev_data=$3; dir=$4
+lock_dirs "$dir"
 
 if ! [[ $num_workers =~ ^[0-9]+$ ]] || [ "$num_workers" -lt 1 ]; then
   echo "$0: --num-workers must be a positive integer (workers on this node), got '$num_workers'" >&2

@@ -25,6 +25,7 @@ if [ $# -ne 1 ]; then
   echo "$help_message" >&2; exit 1
 fi
 data=$1
+[ ! -d "$data" ] || lock_dirs "$data"
 [ -f "$data/utt2spk" ] || { echo "$0: expected file $data/utt2spk to exist" >&2; exit 1; }
 opts=()
 [ -n "$frame_shift" ] && opts+=(--frame-shift "$frame_shift")

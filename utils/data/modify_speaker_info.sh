@@ -25,6 +25,7 @@ if [ $# -ne 2 ]; then
 fi
 srcdir=$1
 destdir=$2
+lock_dirs "$destdir"
 [ -f "$srcdir/utt2spk" ] || { echo "$0: expected file $srcdir/utt2spk to exist" >&2; exit 1; }
 case "$utts_per_spk_max" in
   ''|*[!0-9]*|0) echo "$0: --utts-per-spk-max must be a positive integer, not '$utts_per_spk_max'" >&2

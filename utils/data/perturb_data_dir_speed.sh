@@ -16,6 +16,7 @@ if [ $# -ne 3 ]; then
   echo "$help_message" >&2; exit 1
 fi
 factor=$1; srcdir=$2; destdir=$3
+lock_dirs "$destdir"
 [ -f "$srcdir/wav.scp" ] || { echo "$0: expected file $srcdir/wav.scp to exist" >&2; exit 1; }
 emasr perturb-data-dir-speed --factors "$factor" --always-include-prefix "$srcdir" "$destdir"
 "$(dirname "$0")/../validate_data_dir.sh" --no-feats --no-text "$destdir"

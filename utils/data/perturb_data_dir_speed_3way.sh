@@ -23,6 +23,7 @@ if [ $# -ne 2 ]; then
   echo "$help_message" >&2; exit 1
 fi
 srcdir=$1; destdir=$2
+lock_dirs "$destdir"
 [ -f "$srcdir/wav.scp" ] || { echo "$0: expected file $srcdir/wav.scp to exist" >&2; exit 1; }
 case "$always_include_prefix" in
   true) prefix_opt=--always-include-prefix ;;

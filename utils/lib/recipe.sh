@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What every recipe's run.sh shares, sourced after its options are parsed and it is in its own
-# directory: log lines in icefall's style, `run` (log a command, then run it), the ERR trap that
+# directory: the toolkit's log lines (utils/lib/log.sh), `run` (log a command, then run it), the ERR trap that
 # names the failed command, the INT/TERM traps that stop the run, stage selection and the stage
 # done markers.
 #
@@ -9,14 +9,10 @@
 # marker records them, and a later run whose settings differ stops instead of silently reusing
 # the stage's outputs.
 
-log() {
-  # log "message": time, the calling file, line and function, then the message
-  local fname=${BASH_SOURCE[1]##*/}
-  echo -e "$(date '+%Y-%m-%d %H:%M:%S') (${fname}:${BASH_LINENO[0]}:${FUNCNAME[1]:-main}) $*"
-}
+. "$(dirname "${BASH_SOURCE[0]}")/log.sh"   # log, shell_quoted, log_command
 
 current_command=
-trap 'rc=$?; log "FAILED (exit $rc): ${current_command:-$BASH_COMMAND}; the log to read is named above"' ERR
+trap 'rc=$?; log --error "FAILED (exit $rc): ${current_command:-$BASH_COMMAND}; the log to read is named above"' ERR
 # Ctrl-C or a kill stops the recipe once the running command has ended. Without these traps bash
 # goes on to the next command whenever that command's process exited normally after the signal
 # (a Python step that caught it, or got it while exiting with 0), as if nothing had happened.
@@ -24,10 +20,11 @@ trap 'log "interrupted (SIGINT) in: ${current_command:-$BASH_COMMAND}"; exit 130
 trap 'log "interrupted (SIGTERM) in: ${current_command:-$BASH_COMMAND}"; exit 143' TERM
 
 run() {
-  # run CMD...: log the command, then run it (set -e stops the recipe when it fails)
-  current_command="$*"
-  log "running: $*"
-  "$@"
+  # run CMD...: log the command (shell-quoted, ready to paste back), then run it (set -e stops
+  # the recipe when it fails); the command does not log itself again (EMASR_LOGGED_BY)
+  current_command=$(shell_quoted "$@")
+  log "running: $current_command"
+  EMASR_LOGGED_BY=$$ "$@"
   current_command=
 }
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 import logging
 import os
 import shlex
-import shutil
 from pathlib import Path
 
 import click
 
 from emasr.feats.speed import speed_ratio
-from emasr.io.datadir import DataDir, DataDirError, load_data_dir, write_data_dir
+from emasr.io.datadir import DataDir, DataDirError, clear_dir, load_data_dir, write_data_dir
 from emasr.io.datadir_edit import check_distinct, merge_tables
 from emasr.feats.utt2dur import format_seconds, utterance_durations
 
@@ -122,7 +121,7 @@ def perturb_data_dir_speed(src: str | os.PathLike, dest: str | os.PathLike,
               for f in factors]
     result = combine(copies) if len(copies) > 1 else copies[0][1]
     if dest.is_dir():
-        shutil.rmtree(dest)
+        clear_dir(dest)
     write_data_dir(result, dest)
     total = sum(float(d) for d in result.tables["utt2dur"].values())
     log.info("speed factors %s: %d utterances, %.1f s of audio in %s", " ".join(factors),

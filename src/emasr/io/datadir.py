@@ -175,6 +175,20 @@ def write_data_dir(data: DataDir, path: str | os.PathLike, only_changed: bool = 
     return written
 
 
+LOCK_FILE = ".lock"   # the writing step's lock (utils/lib/lock.sh): it stays while the step runs
+
+
+def clear_dir(path: str | os.PathLike) -> None:
+    """Remove everything in `path` (about to be rewritten) except the writing step's lock file."""
+    for entry in Path(path).iterdir():
+        if entry.name == LOCK_FILE:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
 def backup_files(path: str | os.PathLike, names: Iterable[str]) -> Path:
     """Copy the named files of a data dir into <dir>/.backup (Kaldi's fix_data_dir.sh habit)."""
     path = Path(path)

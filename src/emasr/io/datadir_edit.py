@@ -8,13 +8,12 @@ from __future__ import annotations
 import logging
 import os
 import random
-import shutil
 from pathlib import Path
 from typing import Iterable, Sequence
 
 from emasr.io.datadir import (KNOWN_TABLES, PLAIN_FILES, DataDir, DataDirError, backup_files,
-                              load_data_dir, read_id_list, read_pairs, speaker_order_violation,
-                              write_data_dir)
+                              clear_dir, load_data_dir, read_id_list, read_pairs,
+                              speaker_order_violation, write_data_dir)
 from emasr.io.table import c_sort_key, read_lines
 
 log = logging.getLogger(__name__)
@@ -361,6 +360,6 @@ def combine_data(dest: str | os.PathLike, sources: Sequence[str | os.PathLike],
     if not skip_fix:
         combined = fix_data(combined, dest)
     if dest.is_dir():
-        shutil.rmtree(dest)
+        clear_dir(dest)
     write_data_dir(combined, dest)
     log.info("combined %d dirs into %s: %d utterances", len(srcs), dest, len(combined.utt2spk))

@@ -219,8 +219,18 @@ def validate(config: Config) -> None:
                                 (config.dist.device, "dist.device", ("auto", "cpu", "cuda")),
                                 (config.dist.backend, "dist.backend", ("auto", "nccl", "gloo"))):
         check_choice(value, key, choices)
-    if s.block_size < 1:
-        raise ConfigError(f"sync.block_size must be >= 1, got {s.block_size}")
+    for value, key, ok, expected in (
+            (t.epochs, "train.epochs", t.epochs >= 1, ">= 1"),
+            (t.lr, "train.lr", t.lr > 0, "> 0"),
+            (t.momentum, "train.momentum", 0 <= t.momentum < 1, "in [0, 1)"),
+            (t.weight_decay, "train.weight_decay", t.weight_decay >= 0, ">= 0"),
+            (t.checkpoint_every_blocks, "train.checkpoint_every_blocks",
+             t.checkpoint_every_blocks >= 0, ">= 0 (0: at epoch ends)"),
+            (d.minibatch_frames, "data.minibatch_frames", d.minibatch_frames >= 1, ">= 1"),
+            (config.dist.timeout_s, "dist.timeout_s", config.dist.timeout_s > 0, "> 0"),
+            (s.block_size, "sync.block_size", s.block_size >= 1, ">= 1")):
+        if not ok:
+            raise ConfigError(f"{key} must be {expected}, got {value}")
     if d.resident_part_frames < 0:
         raise ConfigError("data.resident_part_frames must be >= 0 (0: the whole shard resident), "
                           f"got {d.resident_part_frames}")

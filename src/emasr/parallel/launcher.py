@@ -31,16 +31,22 @@ ERROR_LINE = re.compile(r"error|exception|check failed|abort|traceback|expected|
 MAX_ERROR_LINE = 300
 
 
+# emasr's own message (click's "Error: ..."), maybe behind torchrun's "[rank0]:" prefix
+EMASR_ERROR = re.compile(r"(?:\[[^\]]*\]:?\s*)?(Error: .*)")
+
+
 def last_error_line(log: str) -> str | None:
-    """The log's last line that looks like an error (Kaldi users grep for ERROR), else its last
-    line of output; the launcher's own '# ...' header and footer lines are not the job's."""
+    """The log's first `Error: ` line (emasr's: the cause, where a wrapper such as torchrun adds
+    its own traceback after it), else its last line that looks like an error (Kaldi users grep for
+    ERROR), else its last line of output; the launcher's own '# ...' lines are not the job's."""
     try:
         with open(log, encoding="utf-8", errors="replace") as f:
             lines = [line.strip() for line in f if line.strip() and not line.startswith("# ")]
     except OSError:
         return None
+    own = [m.group(1) for line in lines if (m := EMASR_ERROR.fullmatch(line))]
     errors = [line for line in lines if ERROR_LINE.search(line)]
-    line = (errors or lines or [None])[-1]
+    line = (own[:1] or errors or lines or [None])[-1]
     return line[:MAX_ERROR_LINE] if line else None
 
 

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The parity campaign (PLAN.md beside this script) in resumable pieces: each piece is one call,
+#   parity/run.sh P0      the corpus recipe, stages 0-7 (no GMM decoding)
+#   parity/run.sh P1      the parity probe (DNN 3x512, 12 epochs, single and BMUF-8) and its report
+# A piece whose runs and decodes exist (their .done markers) skips them, so a killed piece resumes
+# when called again. Each finished piece appends one line to parity/pieces.log: the piece, its
+# command, wall time, machine, commit and the sha256 of the network targets and training features.
+set -euo pipefail
+
+help_message="Usage: $0 <piece>   (P0 P1; the pieces are described in PLAN.md)"
+. "$(dirname "$0")/../utils/parse_options.sh"
+[ $# -eq 1 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
+piece=$1
+cd "$(dirname "$0")/.."
+
+# every piece trains in exp/parity with 8 virtual workers in one process and reports beside this
+# script; the EMAs' half-lives (frames) are the dev-chosen list of PLAN.md
+common=(--nnet-dir exp/parity --workers-per-process 8 --num-workers 8
+        --ema-half-life-frames 100000,400000,1600000)
+
+sha() { cut -d' ' -f2- "$1" | sed 's/:[0-9]*$//' | awk '!seen[$0]++' | xargs cat | sha256sum | cut -c1-12; }
+
+case $piece in
+  P0) ./run.sh --stage 0 --stop-stage 7 --gmm-decode-sets "" ;;
+  P1) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" --archs dnn --epochs 12 \
+        --strategies "single single+ema bmuf bmuf+ema" \
+        --results parity/RESULTS.md --title "Parity probe: DNN 3x512, 12 epochs, one worker and BMUF-8" ;;
+  *) echo "$0: unknown piece '$piece' (expected P0 or P1: PLAN.md)" >&2; exit 1 ;;
+esac
+
+log=parity/pieces.log
+{
+  printf '%s: `%s`, %s s, finished %s, commit %s, %s CPU cores (%s)' "$piece" "parity/run.sh $piece" \
+    "$SECONDS" "$(date -u '+%Y-%m-%dT%H:%M:%SZ')" "$(git rev-parse --short HEAD)" "$(nproc)" \
+    "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+  printf ', sha256 targets %s, train features %s\n' "$(sha exp/nnet/targets/pdf.scp)" \
+    "$(sha data/train_fbank/feats.scp)"
+} >> "$log"

@@ -1,0 +1,64 @@
+"""The network and scoring steps on the yesno recipe's own files: what a failed step says on the
+console, and that no output of an earlier run survives beside a new one."""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import run_script
+
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "EMASR_NUM_THREADS": "1"}
+DECODE = "exp/mono0a/decode_test_yesno"
+
+
+@pytest.fixture(scope="module")
+def recipe(yesno_run):
+    recipe, result = yesno_run
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    return recipe
+
+
+def test_an_error_inside_torchrun_reaches_the_console_as_emasrs_line(recipe):
+    result = run_script(["steps/nnet/train.sh", "--nnet-config", "conf/nnet/dnn.yaml",
+                         "--set-opts", "model.no_such_key=1", "exp/dnn/targets",
+                         "data/train_yesno", "data/train_yesno", "exp/bad_key"],
+                        cwd=recipe, env=ONE_THREAD)
+    assert result.returncode == 1
+    error = [line for line in result.stderr.splitlines() if "Error: " in line]
+    assert error and "no_such_key" in error[0], result.stderr
+    assert result.stderr.index(error[0]) < result.stderr.index("job failed")
+    assert "To enable traceback" not in result.stderr
+    # the traceback stays in the log
+    assert "ChildFailedError" in (recipe / "exp/bad_key/log/train.log").read_text()
+
+
+def test_rescoring_with_a_narrower_grid_leaves_no_earlier_score(recipe, tmp_path):
+    decode = tmp_path / "decode"
+    shutil.copytree(recipe / DECODE, decode)
+    assert (decode / "wer_17_1.0").exists()   # the recipe's grid: 7..17, penalties 0, 0.5, 1
+    result = run_script(["steps/score_kaldi.sh", "--min-lmwt", "9", "--max-lmwt", "10",
+                         "--word-ins-penalty", "0.5", "data/test_yesno", "exp/mono0a/graph_tgpr",
+                         str(decode)], cwd=recipe)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in decode.glob("wer_*")) == ["wer_10_0.5", "wer_9_0.5"]
+    assert sorted(p.name for p in (decode / "scoring_kaldi" / "penalty_0.5").iterdir()) == [
+        "10.txt", "9.txt"]
+    assert not (decode / "scoring_kaldi" / "penalty_1.0").exists()
+    best = (decode / "scoring_kaldi" / "best_wer").read_text()
+    assert re.search(r"wer_(9|10)_0\.5$", best.strip()), best
+
+
+def test_a_failed_decode_leaves_no_earlier_lattice_or_score(recipe, tmp_path):
+    decode = tmp_path / "exp" / "decode"
+    shutil.copytree(recipe / DECODE, decode)
+    shutil.copy(recipe / "exp/mono0a/final.mdl", tmp_path / "exp" / "final.mdl")
+    shutil.copy(recipe / "exp/mono0a/tree", tmp_path / "exp" / "tree")
+    # the decode jobs fail (as when a cluster kills them): `false` as the launcher
+    result = run_script(["steps/decode.sh", "--nj", "1", "--cmd", "false", "exp/mono0a/graph_tgpr",
+                         "data/test_yesno", str(decode)], cwd=recipe)
+    assert result.returncode == 1, result.stderr
+    assert not list(decode.glob("lat.*.gz")) and not list(decode.glob("wer_*"))
+    assert not (decode / "scoring_kaldi").exists()
