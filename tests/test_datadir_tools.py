@@ -44,6 +44,7 @@ def test_fix_keeps_common_utterances_and_backs_up(tmp_path):
     write_lines(data / "text", list(reversed(lines(data / "text"))))       # unsorted
     write_lines(data / "feats.scp", lines(data / "feats.scp")[:3])           # spkB-u2 has no feats
     write_lines(data / "wav.scp", lines(data / "wav.scp") + ["zzz-u9 z.wav"])  # unknown utterance
+    write_lines(data / "utt2spk", lines(data / "utt2spk") + lines(data / "utt2spk")[:1])  # repeated
     broken = snapshot(data)
     result = run_ok(["fix_data_dir.sh", data])
     assert "kept 3 utterances out of 4" in result.stderr
@@ -81,11 +82,14 @@ def test_fix_unchanged_files_keep_their_mtime(tmp_path):
     ("nothing_left", "no utterances remained"),
     ("crlf", "text:1: line ends with CR"),
     ("speaker_order", "utt2spk:2: utterance 'b1' of speaker 'amy' is out of order when sorted by speaker"),
+    ("conflicting", "text: 'spkA-u1' has two different lines ('spkA-u1 "),
 ])
 def test_fix_failure_leaves_dir_untouched(tmp_path, damage, message):
     data = make_data_dir(tmp_path / "d", {"spkA": 2})
     if damage == "nothing_left":
         write_lines(data / "text", ["other-u1 x"])
+    elif damage == "conflicting":   # the same utterance twice, with two transcripts
+        write_lines(data / "text", lines(data / "text") + ["spkA-u1 another transcript"])
     elif damage == "crlf":
         (data / "text").write_bytes((data / "text").read_bytes().replace(b"\n", b"\r\n"))
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import kaldi_native_fbank as knf
 import kaldiio
@@ -156,11 +157,18 @@ def test_gmm_decode_reports_bad_features_and_continues(test_data, tmp_path):
     assert read_table(tmp_path / "hyp.1.txt") == {u: expected_words(u) for u in (utts[0], utts[2])}
 
 
-def test_utterances_without_a_lattice_are_deletions_and_too_many_fail(test_data, tmp_path):
-    root, data, _ = test_data
+def decoded_lattices(test_data) -> tuple[Path, Path]:
+    """The graph and the decode dir of the yesno test decode (decoded first when needed)."""
+    root = test_data[0]
     graph, decoded = root / "exp/mono/graph", root / "exp/mono/decode_test_yesno"
     if not (decoded / "lat.1.gz").exists():
         test_decode_sh_and_scoring_end_to_end(test_data)
+    return graph, decoded
+
+
+def test_utterances_without_a_lattice_are_deletions_and_too_many_fail(test_data, tmp_path):
+    data = test_data[1]
+    graph, decoded = decoded_lattices(test_data)
     decode = tmp_path / "decode"
     decode.mkdir()
     shutil.copy(decoded / "lat.1.gz", decode / "lat.1.gz")
@@ -187,3 +195,17 @@ def test_utterances_without_a_lattice_are_deletions_and_too_many_fail(test_data,
     assert "3 of 32 utterances (9.4%) have no lattice" in message
     assert "7_7_7_7, 8_8_8_8, 9_9_9_9" in message and "--max-failed-fraction" in message
     assert not list(decode.glob("wer_*")) and not (decode / "scoring_kaldi/best_wer").exists()
+
+
+def test_a_truncated_lattice_archive_is_named_not_aborted(test_data, tmp_path):
+    data = test_data[1]
+    graph, decoded = decoded_lattices(test_data)
+    decode = tmp_path / "decode"
+    decode.mkdir()
+    whole = (decoded / "lat.1.gz").read_bytes()
+    (decode / "lat.1.gz").write_bytes(whole[:len(whole) // 2])
+    result = run_script(["score_kaldi.sh", str(data), str(graph), str(decode)])
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "Aborted!" not in result.stdout + result.stderr
+    assert (f"Error: {decode}/lat.1.gz: cannot read the lattice archive (truncated or not gzip? "
+            "EOFError") in result.stderr, result.stderr

@@ -17,7 +17,7 @@ from emasr.gmm.estimate import (MleOptions, gmm_est_cli, mix_up_model, split_gmm
 from emasr.gmm.features import FeatureOptions
 from emasr.kaldi.model_io import read_model, read_tree, transition_table, write_model, write_tree
 from emasr.gmm.mono import init_mono, single_gaussian
-from emasr.gmm.training_graphs import LangDir
+from emasr.gmm.training_graphs import LangDir, TranscriptError
 from gmm_helpers import LANG, MONO, write_data_dir, yesno_mfcc_feats, yesno_texts
 
 
@@ -139,7 +139,7 @@ def test_bad_utterances_are_named_skipped_and_counted(feats, tmp_path, caplog):
     utts = sorted(feats)
     bad = dict(feats)
     texts = dict(texts)
-    texts[utts[0]] = "YES MAYBE NO"                    # a word missing from the lexicon
+    texts[utts[0]] = "YES MAYBE NO"                    # a word missing from the lexicon: <SIL>
     bad[utts[1]] = feats[utts[1]][:5]                  # 5 frames for 8 words
     bad[utts[2]] = np.zeros((300, 20), np.float32)     # features of the wrong dimension
     data = write_data_dir(tmp_path / "bad", bad, texts)
@@ -149,15 +149,17 @@ def test_bad_utterances_are_named_skipped_and_counted(feats, tmp_path, caplog):
                                                     str(tmp_path / "ali.1.gz")])
     assert result.exit_code == 0, result.output
     aligned = dict(iter_alignment_file(tmp_path / "ali.1.gz"))
-    assert len(aligned) == 28 and not set(utts[:3]) & set(aligned)
+    assert len(aligned) == 29 and utts[0] in aligned and not set(utts[1:3]) & set(aligned)
     log = caplog.text
-    assert f"skipping utterance {utts[0]}: word(s) not in" in log and "MAYBE" in log
+    # Kaldi's rule (sym2int.pl --map-oov): the unknown word is the lang's OOV word, and counted
+    assert (f"1 occurrence(s) of 1 word(s) not in {LANG}/words.txt mapped to the OOV word "
+            "(oov.int 1): MAYBE (1)") in log
     assert f"skipping utterance {utts[1]}: no alignment" in log
     assert f"skipping utterance {utts[2]}:" in log and "20" in log
     # Past the stated fraction the job fails and writes nothing.
     result = CliRunner().invoke(gmm_align_cli, ["--max-failed", "0.05", *args,
                                                 str(tmp_path / "ali.2.gz")])
-    assert result.exit_code != 0 and "3 of 31 utterances skipped" in result.output
+    assert result.exit_code != 0 and "2 of 31 utterances skipped" in result.output
     assert not (tmp_path / "ali.2.gz").exists()
     # The accumulator skips the unaligned ones as well.
     result = CliRunner().invoke(acc_stats_ali_cli, ["--max-skipped", "0.2",
@@ -166,6 +168,14 @@ def test_bad_utterances_are_named_skipped_and_counted(feats, tmp_path, caplog):
                                                     str(tmp_path / "x.acc")])
     assert result.exit_code == 0, result.output
     assert GmmStats.load(str(tmp_path / "x.acc")).frames == sum(len(a) for a in aligned.values())
+
+
+def test_without_oov_int_an_unknown_word_is_an_error_naming_it(tmp_path):
+    lang = LangDir.load(LANG)
+    assert lang.word_ids(["YES", "NO"]) == [3, 2] and not lang.oov_counts
+    lang.oov = None   # a lang dir without oov.int
+    with pytest.raises(TranscriptError, match=r"not in .*words.txt and no .*oov.int .*: MAYBE"):
+        lang.word_ids(["YES", "MAYBE"])
 
 
 def test_kaldi_tree_and_model_realign_as_kaldi(yesno_data, tmp_path):

@@ -105,6 +105,20 @@ def test_validate_lang_lists_every_problem(yesno_lang, tmp_path):
     assert "L.fst: unexpected input labels [4]" in result.stderr
 
 
+def test_a_grammar_built_with_another_words_txt_is_refused(tmp_path):
+    # the same lang with one more word before #0: Kaldi's G.fst (#0 = 4) carries the backoff on
+    # a label that is now the word MAYBE, and #0 is 5
+    lang = tmp_path / "lang_test"
+    shutil.copytree(YESNO / "data/lang_test_tg", lang)
+    (lang / "words.txt").write_text("<eps> 0\n<SIL> 1\nNO 2\nYES 3\nMAYBE 4\n#0 5\n<s> 6\n"
+                                    "</s> 7\n")
+    result = run_script([VALIDATE, str(lang)])
+    assert result.returncode == 1
+    assert (f"{lang}/G.fst: 1 kind(s) of arc whose labels are neither a word w:w nor the backoff "
+            "#0:<eps> (#0 is 5 in words.txt), e.g. 4:0: was it built with another words.txt?"
+            ) in result.stderr
+
+
 def test_oov_word_must_be_in_the_lexicon(tmp_path):
     result = run_script([PREPARE, str(YESNO / "dict"), "<UNK>", str(tmp_path / "tmp"),
                          str(tmp_path / "lang")])

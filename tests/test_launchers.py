@@ -242,6 +242,35 @@ def test_run_pl_sigterm_stops_the_jobs_and_closes_their_logs(work):
         assert logged_exit_code(str(log)) == 143
 
 
+def test_no_job_outlives_run_pl_killed_with_its_process_group(work):
+    # a recipe killed as a whole (SIGKILL to its process group, which cannot be handled): the jobs
+    # run in sessions of their own, and their supervisors stop them when run.pl dies
+    proc = subprocess.Popen(["bash", "-c", f"{UTILS / 'run.pl'} JOB=1:2 log/o.JOB.log "
+                             "'echo started; sleep 41 | cat'"], cwd=work, start_new_session=True)
+    logs = [work / "log/o.1.log", work / "log/o.2.log"]
+    deadline = time.time() + 20
+    while not all(p.exists() and "started" in p.read_text() for p in logs):
+        assert time.time() < deadline, "jobs did not start"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 10
+    while survivors := [c for c in pgrep_commands() if "sleep 41" in c]:
+        assert time.time() < deadline, f"jobs outlived run.pl: {survivors}"
+        time.sleep(0.1)
+
+
+def pgrep_commands() -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit():
+                found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:   # gone meanwhile
+            continue
+    return found
+
+
 # ---------------------------------------------------------------- queue.pl and slurm.pl
 
 def test_queue_pl_submits_one_array_with_the_default_conf(work, standins):

@@ -25,9 +25,9 @@ def test_usage_and_missing_files(tmp_path):
 
 
 def test_grammar_over_unknown_words_is_an_error(tmp_path):
-    # G uses word id 9, which no pronunciation outputs: L o G is empty.
+    # G uses word id 9, which words.txt does not have (L o G would be empty)
     lang = make_lang(str(tmp_path / "lang"), {"A": ["a1"], "B": ["b1"]}, "0 1 9 9 0\n1 0")
-    with pytest.raises(GraphError, match="L_disambig.fst o G.fst in .* is empty"):
+    with pytest.raises(GraphError, match=r"G.fst: word arcs with labels \[9\] that are not words"):
         make_graph(lang.lang_dir, str(tmp_path / "graph"), *monophone_model(lang.lang_dir))
 
 
@@ -40,3 +40,14 @@ def test_model_with_other_phones_is_refused(tmp_path):
     result = run_script(["mkgraph.sh", str(YESNO / "data/lang_test_tg"), str(model),
                          str(tmp_path / "graph")])
     assert result.returncode == 1 and "phone symbol tables" in result.stderr
+
+
+def test_a_grammar_of_another_words_txt_is_refused_before_composing(tmp_path):
+    lang = tmp_path / "lang_test"
+    shutil.copytree(YESNO / "data/lang_test_tg", lang)
+    (lang / "words.txt").write_text("<eps> 0\n<SIL> 1\nNO 2\nYES 3\nMAYBE 4\n#0 5\n<s> 6\n"
+                                    "</s> 7\n")
+    result = run_script(["mkgraph.sh", str(lang), str(YESNO / "exp/mono"), str(tmp_path / "g")])
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert f"{lang}/G.fst: 1 kind(s) of arc whose labels are neither" in result.stderr
+    assert not (tmp_path / "g" / "HCLG.fst").exists()

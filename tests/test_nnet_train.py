@@ -12,6 +12,7 @@ import sys
 import kaldiio
 import numpy as np
 import pytest
+import yaml
 import torch
 import torch.nn.functional as F
 from click.testing import CliRunner
@@ -257,6 +258,34 @@ def test_metrics_records_reach_the_file_at_checkpoints_and_at_the_end(problem, t
     assert [json.loads(line)["block"] for line in metrics.read_text().splitlines()] == [1, 2]
 
 
+def test_a_run_that_does_not_resume_leaves_nothing_of_an_earlier_one(problem, tmp_path):
+    exp = tmp_path / "exp"
+    first = train(problem, exp, TINY_DNN + ["sync.strategy=single", "train.epochs=2",
+                                            "average.ema_half_life_frames=500"])
+    assert first.exit_code == 0, first.output
+    assert (exp / "ema.pt").exists() and len(os.listdir(exp / "checkpoints")) == 2
+    again = train(problem, exp, TINY_DNN + ["sync.strategy=single"])   # 1 epoch, no EMA
+    assert again.exit_code == 0, again.output
+    epochs = [json.loads(line)["epoch"] for line in (exp / "metrics.jsonl").read_text().splitlines()
+              if json.loads(line)["type"] == "epoch"]
+    assert epochs == [1]
+    assert not (exp / "ema.pt").exists() and len(os.listdir(exp / "checkpoints")) == 1
+
+
+def test_a_read_only_checkpoints_dir_is_refused_before_any_work(problem, tmp_path):
+    exp = tmp_path / "exp"
+    (exp / "checkpoints").mkdir(parents=True)
+    (exp / "checkpoints").chmod(0o555)
+    try:
+        result = train(problem, exp, TINY_DNN + ["sync.strategy=single"], resume=True)
+        assert result.exit_code != 0
+        assert (f"cannot write to {exp}/checkpoints (read-only); expected a writable directory"
+                in result.output), result.output
+        assert not (exp / "metrics.jsonl").exists()
+    finally:
+        (exp / "checkpoints").chmod(0o755)
+
+
 def test_newbob_rejects_an_epoch_and_restores_the_state_it_started_from(problem, tmp_path,
                                                                         monkeypatch):
     # dev losses scripted per call (the initial model, then each epoch; a rejected epoch's
@@ -332,6 +361,25 @@ def test_bad_targets_fail_clearly_and_keep_checkpoints(problem, tmp_path):
     assert checkpoint.latest(str(tmp_path / "exp")) == ckpt
 
 
+@pytest.mark.parametrize("damage", ["no cmvn.scp", "a speaker missing from cmvn.scp"])
+def test_cmvn_stats_missing_are_named_not_a_traceback(problem, tmp_path, damage):
+    targets, train_dir, dev_dir = problem
+    data = tmp_path / "train"
+    shutil.copytree(train_dir, data)
+    cmvn = data / "cmvn.scp"
+    if damage == "no cmvn.scp":
+        cmvn.unlink()
+        expected = f"expected file {cmvn} to exist"
+    else:
+        first, *rest = cmvn.read_text().splitlines()
+        cmvn.write_text("".join(line + "\n" for line in rest))
+        expected = f"(speaker {first.split()[0]}) in {data}/cmvn.scp"
+    result = CliRunner().invoke(main, ["train", *sum((["--set", o] for o in TINY_DNN), []),
+                                       targets, str(data), dev_dir, str(tmp_path / "exp")])
+    assert result.exit_code != 0 and not isinstance(result.exception, (KeyError, OSError))
+    assert expected in result.output, result.output
+
+
 def test_feature_dimension_mismatch_is_an_error(problem, tmp_path):
     result = train(problem, tmp_path / "exp", TINY_DNN + ["features.dim=7"])
     assert result.exit_code != 0
@@ -379,6 +427,15 @@ def test_nnet_forward_writes_log_likelihoods(problem, tmp_path, tiny):
     missing = CliRunner().invoke(main, ["nnet-forward", "--model", "final",
                                         str(tmp_path / "nowhere"), dev_dir, f"ark:{ark}"])
     assert missing.exit_code != 0
+    # the exp dir's feature_pipeline.yaml edited: refused, naming the option, not ignored
+    recorded = tmp_path / "exp" / "feature_pipeline.yaml"
+    options = yaml.safe_load(recorded.read_text())
+    recorded.write_text(yaml.safe_dump({**options, "stack": options["stack"] + 1}))
+    edited = CliRunner().invoke(main, ["nnet-forward", str(tmp_path / "exp"), dev_dir,
+                                       f"ark:{ark}"])
+    assert edited.exit_code != 0
+    assert (f"{recorded} does not agree with the pipeline stored in {tmp_path / 'exp'}/final.pt "
+            f"(file vs model: stack: {options['stack'] + 1} vs {options['stack']})") in edited.output
 
 
 @pytest.mark.parametrize("strategy", ["single", "ma", "bmuf"])

@@ -6,6 +6,7 @@ second run that is killed three times and rerun to the same results."""
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
 import subprocess
@@ -150,24 +151,28 @@ def drop_empty_sections(lines: list[str]) -> list[str]:
                                                or lines[at + 1].startswith("## ")))]
 
 
-def interrupt_when(recipe: Path, args: list[str], ready, what: str, timeout: float = 900) -> None:
-    """Start run.sh and, once ready() is true (mid-stage), interrupt it as Ctrl-C does: SIGINT to
-    its process group. run.pl stops its jobs (their own process groups) on the way out; nothing
-    of the run may be left running afterwards."""
-    with open(recipe / f"interrupted_{what.replace(' ', '_')}.log", "w") as out:
+def kill_when(recipe: Path, args: list[str], ready, what: str, delay: float,
+              timeout: float = 900) -> None:
+    """Start run.sh and, `delay` seconds after ready() is true (mid-stage), kill it as a crash or
+    an OOM killer would: SIGKILL to its whole process group, which nothing can handle. The jobs
+    run.pl started (sessions of their own) are stopped by their supervisors; nothing of the run
+    may be left running afterwards."""
+    with open(recipe / f"killed_{what.replace(' ', '_')}.log", "w") as out:
         proc = subprocess.Popen(args, cwd=recipe, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     deadline = time.monotonic() + timeout
     while not ready():
-        assert proc.poll() is None, f"run.sh ended before it could be interrupted {what}"
-        assert time.monotonic() < deadline, f"never reached the point to interrupt it {what}"
+        assert proc.poll() is None, f"run.sh ended before it could be killed {what}"
+        assert time.monotonic() < deadline, f"never reached the point to kill it {what}"
         time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGINT)
-    assert proc.wait(timeout=120) != 0
+    time.sleep(delay)
+    assert proc.poll() is None, f"run.sh ended before it could be killed {what}"
+    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=120) == -signal.SIGKILL
     deadline = time.monotonic() + 120
     while processes_in(recipe):
         assert time.monotonic() < deadline, \
-            f"processes of the run survived the interrupt {what}: {processes_in(recipe)}"
+            f"processes of the run survived the kill {what}: {processes_in(recipe)}"
         time.sleep(0.5)
 
 
@@ -194,19 +199,21 @@ def test_tiny_recipe_killed_three_times_reruns_to_the_same_results(tiny_run, tmp
     reuse_stages(reference, recipe, 7, ("make_mfcc", "make_fbank", "mono", "mono_ali", "tri1",
                                         "tri1_ali", "tri1_ali_train_dev", "nnet_tree",
                                         "nnet_tree_ali_train_dev", "nnet/targets"))
-    # the DNN half of the recipe, interrupted in the middle of the first and of the second
-    # network training (stage 8: each resumes from its checkpoint) and in the decoding (stage 9)
+    # the DNN half of the recipe, killed in the middle of the first and of the second network
+    # training (stage 8: each resumes from its checkpoint) and in the decoding (stage 9), each
+    # time at a seeded random moment after the point is reached
+    delays = random.Random(46).uniform
     args = [str(recipe / "run.sh"), "--profile", "tiny", "--archs", "dnn"]
     exp = recipe / "exp"
-    interrupt_when(recipe, args, lambda: any(exp.glob("nnet/dnn_single_s1/checkpoints/*")),
-                   "in the first training")
+    kill_when(recipe, args, lambda: any(exp.glob("nnet/dnn_single_s1/checkpoints/*")),
+              "in the first training", delays(0, 1))
     assert not (exp / "nnet" / "dnn_single_s1" / ".done").exists()
-    interrupt_when(recipe, args, lambda: any(exp.glob("nnet/dnn_ma_n2_s1/checkpoints/*")),
-                   "in the second training")
+    kill_when(recipe, args, lambda: any(exp.glob("nnet/dnn_ma_n2_s1/checkpoints/*")),
+              "in the second training", delays(0, 1))
     assert (exp / "nnet" / "dnn_single_s1" / ".done").exists()
     assert not (exp / "nnet" / "dnn_ma_n2_s1" / ".done").exists()
-    interrupt_when(recipe, args, lambda: any(exp.glob("nnet/dnn_ma_n2_s1/decode_*/lat.*.gz")),
-                   "in stage 9")
+    kill_when(recipe, args, lambda: any(exp.glob("nnet/dnn_ma_n2_s1/decode_*/lat.*.gz")),
+              "in stage 9", delays(0, 1))
     final = run_script(args)
     assert final.returncode == 0, (final.stdout + final.stderr)[-5000:]
     # the rerun picked up where it was killed: stages 0-7 were not redone

@@ -100,6 +100,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def kaldi_format_errors() -> tuple[type[ValueError], ...]:
+    """The errors of emasr.kaldi's readers, each naming the file, the entry and what was expected."""
+    from emasr.kaldi.alignments import AlignmentError
+    from emasr.kaldi.io import KaldiFormatError
+    from emasr.kaldi.lattice_io import LatticeFormatError
+    from emasr.kaldi.openfst_binary import FstFormatError
+    from emasr.kaldi.tables import TableError
+    return AlignmentError, KaldiFormatError, LatticeFormatError, FstFormatError, TableError
+
+
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported on first use."""
 
@@ -112,6 +122,16 @@ class LazyGroup(click.Group):
         target, _ = COMMANDS[name]
         module_name, attr = target.split(":")
         return getattr(importlib.import_module(module_name), attr)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except ValueError as err:
+            # a damaged Kaldi file met by any step: its message names the file and where in it,
+            # so it is the one line the user sees (no traceback)
+            if isinstance(err, kaldi_format_errors()):
+                raise click.ClickException(str(err)) from None
+            raise
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]

@@ -173,6 +173,8 @@ if stage_on 1; then
     set_opts="train.init_seed=$seed data.seed=$seed ${lr:+train.lr=$lr} $nnet_opts"
     set_opts="$set_opts $(arch_overrides "$arch") $ma_opts $(averaging_opts "$base")"
     mkdir -p "$dir"
+    # decodes of an earlier model in this dir are not decodes of the one trained now
+    rm -f "$dir"/decode_*/.done
     start=$(date +%s)
     run steps/nnet/train.sh --cmd "$cuda_cmd" --nnet-config "$nnet_config_dir/$arch.yaml" \
       --num-workers "$workers" --strategy "$base" ${block_size:+--block-size "$block_size"} \

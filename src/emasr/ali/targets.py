@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
-import kaldiio
 import kaldiio.matio
 import numpy as np
 
@@ -36,6 +35,7 @@ from emasr.kaldi.alignments import ALI_TYPES, AlignmentDir, AlignmentError, open
 from emasr.compat import TREE_DIGEST_FILE, record_tree
 from emasr.feats.pipeline import FeaturePipeline, PipelineConfig, lengths_agree
 from emasr.kaldi.io import KaldiReader, KaldiWriter
+from emasr.kaldi.tables import read_scp
 from emasr.io.atomic import atomic_write
 from emasr.io.table import TableError, read_table, write_table
 from emasr.log import progress
@@ -103,7 +103,7 @@ def feature_frame_counts(data_dir: str | os.PathLike) -> dict[str, int]:
             raise TableError(f"{data_dir}/utt2num_frames: utterance {bad}: expected a frame "
                              f"count, got '{table[bad]}'") from None
     if (data_dir / "feats.scp").is_file():
-        feats = kaldiio.load_scp(str(data_dir / "feats.scp"))
+        feats = read_scp(data_dir / "feats.scp")
         return {utt: int(np.shape(feats[utt])[0]) for utt in feats}
     raise TargetsError(f"expected file {data_dir}/utt2num_frames or {data_dir}/feats.scp to exist")
 
@@ -359,7 +359,7 @@ def load_targets(path: str | os.PathLike) -> Targets:
                          f"entries, num_pdfs says {num_pdfs}")
     factor = int((path / "frame_subsampling_factor").read_text().split()[0])
     return Targets(path, num_pdfs, factor, counts, priors,
-                   kaldiio.load_scp(str(path / "pdf.scp")))
+                   read_scp(path / "pdf.scp"))
 
 
 # -- command line --

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 import click
-import kaldiio
 import numpy as np
 
 from emasr.decode.decoder import (DECODERS, PRUNE_INTERVAL, DecodeConfig, DecodeError,
                                   UtteranceDecoder)
 from emasr.kaldi.fst import read_fst
 from emasr.kaldi.lattice_io import LatticeArchiveWriter
+from emasr.kaldi.tables import read_archive
 from emasr.gmm.feature_options import transform_options
 from emasr.io.table import read_table, write_table
 from emasr.log import progress
@@ -129,8 +129,7 @@ def read_matrices(rspecifier: str) -> Iterator[tuple[str, np.ndarray | Exception
     .scp or .ark is taken as such."""
     if ":" not in rspecifier.split(",")[0]:
         rspecifier = ("scp:" if rspecifier.endswith(".scp") else "ark:") + rspecifier
-    with kaldiio.ReadHelper(rspecifier) as reader:
-        yield from reader
+    yield from read_archive(rspecifier)
 
 
 def load_decoder(model: str, hclg_path: str, config: DecodeConfig, need_gmm: bool = False):

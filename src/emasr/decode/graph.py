@@ -28,6 +28,7 @@ from emasr.compat import TREE_DIGEST_FILE, CompatError, check_tree_matches_model
 from emasr.kaldi.fst import fst_size, map_input_labels_to_epsilon, read_fst, write_fst
 from emasr.io.atomic import atomic_write
 from emasr.io.table import read_lines
+from emasr.lang.validate import LangError, validate_grammar
 from emasr.fst_stack import kaldi_hmm_gmm, kaldifst
 
 logger = logging.getLogger(__name__)
@@ -254,6 +255,10 @@ def check_lang_dir(lang_dir: str) -> None:
     for name in ("L_disambig.fst", "G.fst", "words.txt", "phones.txt", "phones/disambig.int"):
         if not os.path.isfile(os.path.join(lang_dir, name)):
             raise GraphError(f"expected file {os.path.join(lang_dir, name)} to exist")
+    try:
+        validate_grammar(lang_dir)   # a G.fst of another words.txt fails inside the decoder
+    except LangError as err:
+        raise GraphError(str(err)) from None
 
 
 def make_graph(lang_dir: str, graph_dir: str, trans_model, ctx_dep, self_loop_scale: float = 0.1,

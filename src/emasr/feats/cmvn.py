@@ -18,6 +18,7 @@ import numpy as np
 from emasr.feats.ark import ArkScpWriter
 from emasr.io.atomic import atomic_write
 from emasr.io.table import TableError, read_table
+from emasr.kaldi.tables import read_scp
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ def finite_features(data: str, feats: dict, utts: Iterable[str]) -> Iterable[np.
 def speaker_stats(data: str, fake: bool = False) -> dict[str, np.ndarray]:
     """Per-speaker stats for a data dir; speakers without any features are left out (warned)."""
     read_table(os.path.join(data, "feats.scp"))   # duplicate keys: an error naming the lines
-    feats = kaldiio.load_scp(os.path.join(data, "feats.scp"))
+    feats = read_scp(os.path.join(data, "feats.scp"))
     dim = feature_dim(feats)
     result = {}
     for speaker, utts in read_table(os.path.join(data, "spk2utt")).items():
@@ -120,7 +121,7 @@ def speaker_stats(data: str, fake: bool = False) -> dict[str, np.ndarray]:
 
 
 def global_stats(data: str, fake: bool = False) -> np.ndarray:
-    feats = kaldiio.load_scp(os.path.join(data, "feats.scp"))
+    feats = read_scp(os.path.join(data, "feats.scp"))
     if fake:
         return fake_stats(feature_dim(feats))
     return sum_stats(finite_features(data, feats, feats))

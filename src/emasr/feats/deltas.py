@@ -16,6 +16,7 @@ import numpy as np
 
 from emasr.feats.cmvn import apply_cmvn
 from emasr.feats.reader import iter_feats_with_stats
+from emasr.kaldi.tables import read_archive
 
 DELTA_ORDER = 2
 DELTA_WINDOW = 2
@@ -49,6 +50,6 @@ def iter_gmm_feats(data_dir: str, utts: Iterable[str] | None = None, cmvn: str =
 @click.argument("wspecifier")
 def add_deltas_cli(delta_order, delta_window, rspecifier, wspecifier):
     """Kaldi's add-deltas: append delta features, e.g. `scp:feats.scp ark:deltas.ark`."""
-    with kaldiio.ReadHelper(rspecifier) as reader, kaldiio.WriteHelper(wspecifier) as writer:
-        for utt, feats in reader:
+    with kaldiio.WriteHelper(wspecifier) as writer:
+        for utt, feats in read_archive(rspecifier):
             writer(utt, add_deltas(feats, delta_order, delta_window))

@@ -1,7 +1,8 @@
 """The network feature pipeline: CMVN, frame stacking (lower frame rate), splicing.
 
-One implementation serves training and decoding, and its configuration is saved in the experiment
-dir (`feature_pipeline.yaml`) and read back at decode time, so the two cannot drift apart.
+One implementation serves training and decoding, and its configuration is stored in every model
+file (final.pt, ema.pt, ...), which decoding reads, so the two cannot drift apart; the experiment
+dir's `feature_pipeline.yaml` is a readable record of it that decoding checks (`differences`).
 
 For features x[0..T-1] of dim D and stacking factor k:
   - CMVN (per speaker or global, means or means and variances) is applied first, with Kaldi's
@@ -108,7 +109,8 @@ class FeaturePipeline:
 
     def save(self, path: str) -> None:
         with atomic_write(path) as f:
-            f.write("# emasr feature pipeline: CMVN -> stack -> splice; read back at decode time\n")
+            f.write("# emasr feature pipeline: CMVN -> stack -> splice. A record of the pipeline "
+                    "stored in the models; decoding uses theirs, and refuses one this differs from\n")
             yaml.safe_dump(self.to_dict(), f, sort_keys=False)
 
     @classmethod
@@ -121,6 +123,12 @@ class FeaturePipeline:
             return cls.from_dict(d)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{path}: {err}") from None
+
+    def differences(self, other: "FeaturePipeline") -> list[str]:
+        """'key: ours vs theirs' for every option (and the global stats) that differs."""
+        ours, theirs = self.to_dict(), other.to_dict()
+        return [f"{key}: {ours.get(key)!r} vs {theirs.get(key)!r}"
+                for key in sorted(set(ours) | set(theirs)) if ours.get(key) != theirs.get(key)]
 
     def set_global_stats(self, stats: np.ndarray) -> None:
         self.global_stats = np.asarray(stats, dtype=np.float64)

@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 from typing import Iterable, Iterator
 
-import kaldiio
 import numpy as np
 
 from emasr.feats.cmvn import GLOBAL_CMVN_FILE, CmvnError, read_stats
 from emasr.io.table import read_table
+from emasr.kaldi.tables import read_scp
 
 CMVN_MODES = ("speaker", "global", "none")
 
@@ -33,10 +33,10 @@ def iter_feats_with_stats(data_dir: str, cmvn: str = "speaker", utts: Iterable[s
     """
     if cmvn not in CMVN_MODES:
         raise ValueError(f"cmvn must be one of {CMVN_MODES}, got '{cmvn}'")
-    feats = kaldiio.load_scp(_require(os.path.join(data_dir, "feats.scp")))
+    feats = read_scp(_require(os.path.join(data_dir, "feats.scp")))
     if cmvn == "speaker":
         utt2spk = read_table(_require(os.path.join(data_dir, "utt2spk")))
-        speaker_stats = kaldiio.load_scp(_require(os.path.join(data_dir, "cmvn.scp")))
+        speaker_stats = read_scp(_require(os.path.join(data_dir, "cmvn.scp")))
     elif cmvn == "global" and global_stats is None:
         global_stats = read_stats(_require(os.path.join(data_dir, GLOBAL_CMVN_FILE)))
     for utt in (feats.keys() if utts is None else utts):

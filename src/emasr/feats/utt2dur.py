@@ -84,10 +84,9 @@ def durations_from_frames(data: Path, frame_shift: float | None) -> dict[str, fl
     if (data / "utt2num_frames").is_file():
         frames = {u: int(n) for u, n in read_table(data / "utt2num_frames").items()}
     else:
-        import kaldiio
+        from emasr.kaldi.tables import read_archive
 
-        with kaldiio.ReadHelper(f"scp:{data / 'feats.scp'}") as reader:
-            frames = {utt: len(matrix) for utt, matrix in reader}
+        frames = {utt: len(matrix) for utt, matrix in read_archive(f"scp:{data / 'feats.scp'}")}
     return {utt: n * frame_shift for utt, n in frames.items()}
 
 

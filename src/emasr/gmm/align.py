@@ -113,6 +113,7 @@ def gmm_align_cli(equal, beam, retry_beam, careful, acoustic_scale, transition_s
             counter.ok()
         counter.check()
         aligner.log_summary()
+        aligner.compiler.lang.log_oov_summary()
         ok = True
     except (RuntimeError, ValueError, zlib.error) as err:
         raise click.ClickException(str(err)) from None

@@ -24,7 +24,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterator
 
-import kaldiio
 import numpy as np
 
 from emasr.feats.cmvn import CmvnError, apply_cmvn
@@ -34,6 +33,7 @@ from emasr.io.table import read_table
 from emasr.kaldi.alignments import iter_alignment_file
 from emasr.kaldi.matrix_io import (TransformError, apply_transform, is_table_specifier,
                                    read_matrix, read_matrix_table)
+from emasr.kaldi.tables import read_archive, read_scp
 
 log = logging.getLogger(__name__)
 
@@ -126,12 +126,10 @@ def feature_dim(data_dir: str, options: FeatureOptions, sample: int = 10) -> tup
     by name). A transform that does not fit raises ValueError naming it."""
     import collections
 
-    import kaldiio
-
     scp = os.path.join(data_dir, "feats.scp")
     if not os.path.isfile(scp):
         raise FileNotFoundError(f"expected file {scp} to exist")
-    feats = kaldiio.load_scp(scp)
+    feats = read_scp(scp)
     dims = collections.Counter()
     for utt in feats:
         dims[np.shape(feats[utt])[-1]] += 1
@@ -377,9 +375,8 @@ class TransformedFeatures:
 
     def _source(self):
         if self.is_table:
-            with kaldiio.ReadHelper(self.source) as reader:
-                for utt, feats in reader:
-                    yield utt, np.asarray(feats, dtype=np.float32), None
+            for utt, feats in read_archive(self.source):
+                yield utt, np.asarray(feats, dtype=np.float32), None
         else:
             yield from iter_features(self.source, self._options)
 

@@ -7,12 +7,18 @@ current model's probabilities each time (Kaldi's gmm-align-compiled), since they
 """
 from __future__ import annotations
 
+import logging
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from emasr.io.table import read_lines
+from emasr.kaldi.fst import read_fst
 from emasr.fst_stack import kaldi_hmm_gmm, kaldifst
+
+
+log = logging.getLogger(__name__)
 
 
 class TranscriptError(ValueError):
@@ -53,6 +59,8 @@ class LangDir:
     disambig: list[int]
     silence: list[int]
     topo_text: str
+    oov: int | None = None            # oov.int: the word a transcript's unknown words map to
+    oov_counts: Counter = field(default_factory=Counter, repr=False)   # unknown word -> times
     _topology: kaldi_hmm_gmm.HmmTopology | None = field(default=None, repr=False)
 
     @classmethod
@@ -65,7 +73,8 @@ class LangDir:
         disambig = [int(x) for x in read_lines(_require(path / "phones" / "disambig.int"))]
         silence = [int(x) for x in
                    read_lines(_require(path / "phones" / "silence.csl"))[0].split(":") if x]
-        return cls(path, words, phones, disambig, silence, _require(path / "topo").read_text())
+        oov = int(read_lines(path / "oov.int")[0]) if (path / "oov.int").is_file() else None
+        return cls(path, words, phones, disambig, silence, _require(path / "topo").read_text(), oov)
 
     @property
     def topology(self) -> kaldi_hmm_gmm.HmmTopology:
@@ -76,10 +85,21 @@ class LangDir:
         return self._topology
 
     def word_ids(self, words: list[str]) -> list[int]:
+        """The words' ids; a word not in words.txt maps to the lang's OOV word and is counted
+        (Kaldi's `sym2int.pl --map-oov`), or without oov.int is a TranscriptError."""
         missing = [w for w in words if w not in self.words]
-        if missing:
-            raise TranscriptError(f"word(s) not in {self.path}/words.txt: {' '.join(missing)}")
-        return [self.words[w] for w in words]
+        if missing and self.oov is None:
+            raise TranscriptError(f"word(s) not in {self.path}/words.txt and no "
+                                  f"{self.path}/oov.int to map them to: {' '.join(missing)}")
+        self.oov_counts.update(missing)
+        return [self.words.get(w, self.oov) for w in words]
+
+    def log_oov_summary(self) -> None:
+        if self.oov_counts:
+            first = ", ".join(f"{w} ({n})" for w, n in self.oov_counts.most_common(10))
+            log.warning("%d occurrence(s) of %d word(s) not in %s/words.txt mapped to the OOV "
+                        "word (oov.int %d): %s", sum(self.oov_counts.values()),
+                        len(self.oov_counts), self.path, self.oov, first)
 
     def phone_sets(self, name: str) -> list[list[int]]:
         return read_int_sets(self.path / "phones" / name)
@@ -95,7 +115,7 @@ class GraphCompiler:
     def __init__(self, lang: LangDir, transition_model, tree):
         self.lang = lang
         self._tree = tree
-        self._lexicon = kaldifst.StdVectorFst.read(str(_require(lang.path / "L.fst")))
+        self._lexicon = read_fst(lang.path / "L.fst")
         kaldifst.arcsort(self._lexicon, sort_type="olabel")
         self._transition_model = transition_model
         options = kaldi_hmm_gmm.TrainingGraphCompilerOptions()

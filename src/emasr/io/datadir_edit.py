@@ -22,7 +22,8 @@ log = logging.getLogger(__name__)
 # -- fix_data_dir --------------------------------------------------------------------------------
 
 def load_for_fixing(path: Path, names: Iterable[str]) -> DataDir:
-    """Read tables leniently: sort them and keep the first line of a repeated key, saying so."""
+    """Read tables leniently: sort them and drop a repeated line, saying so; two different lines
+    for one key are an error (which one is right is the user's to say, not ours to guess)."""
     data = DataDir()
     for name in names:
         if not (path / name).is_file():
@@ -30,7 +31,9 @@ def load_for_fixing(path: Path, names: Iterable[str]) -> DataDir:
         pairs = read_pairs(path / name)
         table: dict[str, str] = {}
         for key, value in pairs:
-            table.setdefault(key, value)
+            if table.setdefault(key, value) != value:
+                raise DataDirError(f"{path / name}: '{key}' has two different lines ('{key} "
+                                   f"{table[key]}' and '{key} {value}'); expected one")
         ordered = dict(sorted(table.items(), key=lambda kv: c_sort_key(kv[0])))
         if list(ordered) != [k for k, _ in pairs]:
             log.info("file %s is not in sorted order or not unique, sorting it", path / name)

@@ -140,7 +140,8 @@ def iter_alignment_file(path: str | os.PathLike) -> Iterator[tuple[str, np.ndarr
                 yield utt, ali.astype(np.int32, copy=False)
     except AlignmentError:
         raise
-    except (EOFError, OSError, zlib.error, ValueError, struct.error, IndexError) as err:
+    except (EOFError, OSError, zlib.error, ValueError, RuntimeError, struct.error,
+            IndexError, UnicodeDecodeError) as err:   # what kaldiio raises on a damaged record
         where = f"after utterance {last} ({count} read)" if last else "before the first utterance"
         raise AlignmentError(f"{path}: damaged or truncated alignment file, {where}: "
                              f"{type(err).__name__}: {err}") from None

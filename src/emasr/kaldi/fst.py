@@ -34,19 +34,27 @@ def read_fst(path: str | os.PathLike) -> kaldifst.StdVectorFst:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"expected FST file {path} to exist")
     fst_type = peek_fst_type(path)
-    if fst_type == "vector":
-        fst = kaldifst.StdVectorFst.read(path)
-    elif fst_type == "const":
-        with open(path, "rb") as f:
-            vector_bytes = const_as_vector_bytes(f.read(), path)
-        with tempfile.NamedTemporaryFile(dir=scratch_dir(tempfile.gettempdir()),
-                                         suffix=".fst") as scratch:
-            scratch.write(vector_bytes)
-            scratch.flush()
-            fst = kaldifst.StdVectorFst.read(scratch.name)
-    else:
+    if fst_type not in ("vector", "const"):
         raise FstFormatError(f"{path}: FST type '{fst_type}' is not supported (expected a "
                              "vector or const FST)")
+    try:
+        if fst_type == "vector":
+            fst = kaldifst.StdVectorFst.read(path)
+        else:
+            with open(path, "rb") as f:
+                vector_bytes = const_as_vector_bytes(f.read(), path)
+            with tempfile.NamedTemporaryFile(dir=scratch_dir(tempfile.gettempdir()),
+                                             suffix=".fst") as scratch:
+                scratch.write(vector_bytes)
+                scratch.flush()
+                fst = kaldifst.StdVectorFst.read(scratch.name)
+    except FstFormatError:
+        raise
+    except (ValueError, RuntimeError, MemoryError) as err:
+        # OpenFst's reader trusts the counts in the file: a damaged one asks for absurd sizes
+        # ("vector::reserve") without saying which file
+        raise FstFormatError(f"{path}: OpenFst could not read this FST: damaged or truncated "
+                             f"({type(err).__name__}: {err}; rebuild it)") from None
     if fst is None:
         raise FstFormatError(f"{path}: OpenFst could not read this FST: damaged or truncated "
                              "(rebuild it; OpenFst's own message is above)")

@@ -16,6 +16,7 @@ import gzip
 import os
 import struct
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -180,8 +181,12 @@ def read_lattices(path: str) -> Iterator[tuple[str, LatticeArcs]]:
     """(utt, lattice) for each entry of a Kaldi Lattice archive, gzipped or not, binary or text
     entries."""
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
+    try:
+        with opener(path, "rb") as f:
+            data = f.read()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:   # EOFError: a truncated gzip stream
+        raise LatticeFormatError(f"{path}: cannot read the lattice archive (truncated or not "
+                                 f"gzip? {type(err).__name__}: {err or 'ends early'})") from None
     pos = 0
     while True:
         while pos < len(data) and data[pos:pos + 1].isspace():
@@ -191,7 +196,11 @@ def read_lattices(path: str) -> Iterator[tuple[str, LatticeArcs]]:
         space = data.find(b" ", pos)
         newline = data.find(b"\n", pos)
         cut = min(x for x in (space, newline, len(data)) if x >= 0)
-        utt = data[pos:cut].decode("utf-8")
+        try:
+            utt = data[pos:cut].decode("utf-8")
+        except UnicodeDecodeError:
+            raise LatticeFormatError(f"{path}: offset {pos}: expected an utterance id (UTF-8) "
+                                     "at the start of an entry; damaged archive?") from None
         where = f"{path}: entry {utt}"
         pos = cut + 1 if cut < len(data) and data[cut:cut + 1] == b" " else cut
         if data[pos:pos + 2] == BINARY_MARK:

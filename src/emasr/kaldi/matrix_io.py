@@ -18,6 +18,7 @@ import kaldiio
 import numpy as np
 
 from emasr.kaldi.io import KaldiFormatError, KaldiReader, KaldiWriter
+from emasr.kaldi.tables import read_archive
 from emasr.io.atomic import atomic_write
 
 
@@ -62,8 +63,7 @@ def is_table_specifier(name: str) -> bool:
 def read_matrix_table(rspecifier: str) -> dict[str, np.ndarray]:
     """All matrices of a Kaldi table (``ark:trans.1``, ``scp:x.scp``), keyed, as float64."""
     try:
-        with kaldiio.ReadHelper(rspecifier) as reader:
-            return {key: np.asarray(value, dtype=np.float64) for key, value in reader}
+        return {key: np.asarray(value, dtype=np.float64) for key, value in read_archive(rspecifier)}
     except (OSError, ValueError, KaldiFormatError) as err:
         raise TransformError(f"could not read the matrix table {rspecifier}: {err}") from None
 

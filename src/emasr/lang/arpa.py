@@ -14,8 +14,9 @@ import logging
 import math
 import os
 import re
+import zlib
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from emasr.io.atomic import atomic_write
 
@@ -71,6 +72,17 @@ def open_text(path: str | os.PathLike) -> io.TextIOBase:
     return open(path, encoding="utf-8")
 
 
+def utf8_lines(f: io.TextIOBase, path: str) -> Iterator[str]:
+    """The lines of a text file, a line that is not UTF-8 (or a damaged gzip) named."""
+    number = 0
+    try:
+        for number, line in enumerate(f, 1):
+            yield line
+    except (UnicodeDecodeError, EOFError, OSError, zlib.error) as err:
+        raise ArpaError(f"{path}:{number + 1}: cannot read the line (expected UTF-8 text of an "
+                        f"ARPA file): {type(err).__name__}: {err}") from None
+
+
 def read_arpa(path: str | os.PathLike) -> ArpaModel:
     """Parse an ARPA file (plain or .gz)."""
     path = os.fspath(path)
@@ -78,7 +90,7 @@ def read_arpa(path: str | os.PathLike) -> ArpaModel:
     model = ArpaModel()
     section = None  # "data", an order n, or "end"
     with open_text(path) as f:
-        for number, raw in enumerate(f, 1):
+        for number, raw in enumerate(utf8_lines(f, path), 1):
             line = raw.strip()
             if not line:
                 continue

@@ -149,6 +149,36 @@ def check_fst(c: LangCheck, name: str, in_ok: set[int], out_ok: set[int], sort: 
         c.fail(f"{path}: unexpected input labels {bad_in[:10]} / output labels {bad_out[:10]}")
 
 
+def check_grammar(c: LangCheck, words: dict[str, int], plain_words: set[int]) -> None:
+    """G.fst as arpa2fst (and format_lm) write it: word arcs w:w, backoff arcs #0:<eps>. A G built
+    with another words.txt has its #0 elsewhere, so its backoff arcs carry another label: caught
+    here instead of inside the decoder."""
+    try:
+        labels, _, _ = fst_labels(kaldifst.StdVectorFst.read(str(c.lang / "G.fst")))
+    except Exception:   # unreadable: check_fst has said so
+        return
+    backoff = words.get("#0")
+    other = sorted({(i, o) for i, o in labels if i != o and (i, o) != (backoff, 0)})
+    if other:
+        c.fail(f"{c.lang}/G.fst: {len(other)} kind(s) of arc whose labels are neither a word w:w "
+               f"nor the backoff #0:<eps> (#0 is {backoff} in words.txt), e.g. "
+               f"{', '.join(f'{i}:{o}' for i, o in other[:5])}: was it built with another "
+               "words.txt? Rebuild it with utils/format_lm.sh")
+    unknown = sorted({i for i, o in labels if i == o and i != 0 and i not in plain_words})
+    if unknown:
+        c.fail(f"{c.lang}/G.fst: word arcs with labels {unknown[:10]} that are not words of "
+               "words.txt (not in it, or a disambiguation symbol or sentence mark)")
+
+
+def validate_grammar(lang_dir: str | os.PathLike) -> None:
+    """Raise LangError when the lang dir's G.fst does not fit its words.txt (check_grammar)."""
+    c = LangCheck(lang_dir)
+    words = c.symbols("words.txt")
+    check_grammar(c, words, set(words.values()) - {words.get(w) for w in ("#0", "<s>", "</s>")})
+    if c.problems:
+        raise LangError("\n".join(c.problems))
+
+
 def validate_lang(lang_dir: str | os.PathLike) -> None:
     """Raise LangError listing every problem of the lang dir (nothing when it is valid)."""
     c = LangCheck(lang_dir)
@@ -187,6 +217,7 @@ def validate_lang(lang_dir: str | os.PathLike) -> None:
     check_fst(c, "L_disambig.fst", real_ids | {phones[p] for p in disambig}, word_ids, "olabel")
     if (c.lang / "G.fst").is_file():
         check_fst(c, "G.fst", word_ids, word_ids, "ilabel")
+        check_grammar(c, words, plain_words)
     if c.problems:
         raise LangError(f"{c.lang}: {len(c.problems)} problem(s):\n  " + "\n  ".join(c.problems))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 
 import numpy as np
 import torch
@@ -67,6 +68,34 @@ def latest(exp_dir: str) -> str | None:
         return None
     done = sorted(d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, STATE)))
     return os.path.join(root, done[-1]) if done else None
+
+
+def start_afresh(exp_dir: str) -> None:
+    """Before a run that does not resume: remove what an earlier run in `exp_dir` left and this
+    one writes again (checkpoints, metrics.jsonl, the models *.pt), so nothing of it survives
+    beside the new run; then check that the dirs the run writes are writable, before any work."""
+    root = os.path.join(exp_dir, "checkpoints")
+    try:
+        if os.path.isdir(root):
+            shutil.rmtree(root)
+        for name in os.listdir(exp_dir):
+            if name.endswith(".pt") or name == "metrics.jsonl":
+                os.remove(os.path.join(exp_dir, name))
+    except OSError as err:
+        raise CheckpointError(f"cannot remove the earlier run's {err.filename} ({err.strerror}); "
+                              "expected a writable exp dir") from None
+    check_writable(exp_dir)
+
+
+def check_writable(exp_dir: str) -> None:
+    """The exp dir and its checkpoints/ must take new files: say so now, not after an epoch.
+    Root may write whatever the permission bits say, so the bits are checked too."""
+    root = os.path.join(exp_dir, "checkpoints")
+    os.makedirs(root, exist_ok=True)
+    for path in (exp_dir, root):
+        if not os.access(path, os.W_OK | os.X_OK) or not os.stat(path).st_mode & 0o222:
+            raise CheckpointError(f"cannot write to {path} (read-only); expected a writable "
+                                  "directory for the models and checkpoints")
 
 
 def rng_states() -> dict:

@@ -189,8 +189,12 @@ def resolve(path: str | None = None, overrides: Iterable[str] = ()) -> Config:
     """Defaults + YAML file + overrides."""
     layers = []
     if path:
-        with open(path, encoding="utf-8") as f:
-            loaded = yaml.safe_load(f) or {}
+        try:
+            with open(path, encoding="utf-8") as f:
+                loaded = yaml.safe_load(f) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+            raise ConfigError(f"{path}: cannot read the configuration: "
+                              f"{' '.join(str(err).split())}") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: expected a YAML mapping at the top level")
         layers.append(loaded)

@@ -96,12 +96,31 @@ def log_likelihoods(model_path: str, data_dir: str, apply_priors: bool = True,
     model, info = load_model_file(model_path)
     data = DataConfig.build(info["data_config"], f"{model_path}: data_config")
     pipeline = FeaturePipeline.from_dict(info["pipeline"])
+    check_recorded_pipeline(model_path, pipeline)
     priors = info["log_priors"].numpy() * prior_scale if apply_priors else 0.0
     for utt, feats in pipeline.iterate(data_dir):
         if feats.shape[1] != info["input_dim"]:
             raise DataError(f"{data_dir}/feats.scp: utterance {utt}: network input dimension "
                             f"{feats.shape[1]}, but {model_path} expects {info['input_dim']}")
         yield utt, (log_posteriors(model, feats, data) - priors).astype(np.float32)
+
+
+def check_recorded_pipeline(model_path: str, pipeline) -> None:
+    """The exp dir's feature_pipeline.yaml records the pipeline stored in its models: an edited one
+    asks for a change decoding would not make, so it is refused, naming what differs."""
+    from emasr.feats.pipeline import PIPELINE_FILE, FeaturePipeline
+
+    recorded = os.path.join(os.path.dirname(model_path), PIPELINE_FILE)
+    if not os.path.isfile(recorded):
+        return
+    try:
+        differ = FeaturePipeline.load(recorded).differences(pipeline)
+    except (OSError, ValueError) as err:
+        raise DataError(f"cannot read {recorded}: {err}") from None
+    if differ:
+        raise DataError(f"{recorded} does not agree with the pipeline stored in {model_path} "
+                        f"(file vs model: {'; '.join(differ)}); decoding uses the model's: restore "
+                        "the file, or train a model with the pipeline you want")
 
 
 @click.command("nnet-forward")

@@ -74,11 +74,10 @@ def open_targets(targets_dir: str):
 
 def raw_feature_dim(data_dir: str) -> int:
     """The dimension of the first matrix in data_dir/feats.scp."""
-    import kaldiio
+    from emasr.kaldi.tables import read_archive
 
-    with kaldiio.ReadHelper(f"scp:{os.path.join(data_dir, 'feats.scp')}") as reader:
-        for _, mat in reader:
-            return int(mat.shape[1])
+    for _, mat in read_archive(f"scp:{os.path.join(data_dir, 'feats.scp')}"):
+        return int(mat.shape[1])
     raise DataError(f"{data_dir}/feats.scp is empty")
 
 
@@ -406,6 +405,10 @@ class Trainer:
     def prepare_exp_dir(self) -> None:
         if self.rank == 0:
             os.makedirs(self.exp_dir, exist_ok=True)
+            if self.resume:
+                checkpoint.check_writable(self.exp_dir)
+            else:
+                checkpoint.start_afresh(self.exp_dir)
             configs.save(self.config, os.path.join(self.exp_dir, "conf.yaml"))
             regime.write(self.regime, self.exp_dir)
             self.pipeline.save(os.path.join(self.exp_dir, "feature_pipeline.yaml"))

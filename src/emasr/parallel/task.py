@@ -75,6 +75,29 @@ class RunningJobs:
             pass
 
 
+# Under a launcher, a job runs in its own session (so that stopping it, killpg, stops its
+# whole pipeline), led by this supervisor: it runs `bash -c COMMAND` in that session, passes a
+# SIGTERM, SIGINT or SIGHUP to all of it, and asks the kernel for a SIGTERM when the launcher dies
+# (PR_SET_PDEATHSIG), so that no job outlives a launcher killed even by SIGKILL (a recipe's process
+# group killed as a whole). A job that dies of a signal makes the supervisor die of the same one.
+SUPERVISOR = """
+import ctypes, os, signal, subprocess, sys
+def stop(signum, frame):
+    signal.signal(signum, signal.SIG_DFL)
+    os.killpg(0, signum)
+for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(signum, stop)
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+if os.getppid() != int(sys.argv[2]):  # the launcher died before the request
+    stop(signal.SIGTERM, None)
+code = subprocess.Popen(["bash", "-c", sys.argv[1]]).wait()
+if code < 0:
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
+
+
 def run_task(command: str, log: str, threads: int = 1, show_host: bool = False,
              running: RunningJobs | None = None) -> int:
     """Run `command` with bash, output appended to `log` between Kaldi's header and footer.
@@ -90,10 +113,12 @@ def run_task(command: str, log: str, threads: int = 1, show_host: bool = False,
         f.write("#\n")
     start = time.time()
     with open(log, "ab") as out:
-        # Under a launcher that may stop it, the job gets its own process group, so that stopping
-        # it also stops everything its pipeline started. In a scheduler's job it stays in the
-        # job's group, which the scheduler signals on qdel/scancel.
-        proc = subprocess.Popen(["bash", "-c", command], stdin=subprocess.DEVNULL, stdout=out,
+        # Under a launcher that may stop it, the job gets its own session and supervisor
+        # (SUPERVISOR). In a scheduler's job it stays in the job's group, which the scheduler
+        # signals on qdel/scancel.
+        args = (["bash", "-c", command] if running is None else
+                [sys.executable, "-c", SUPERVISOR, command, str(os.getpid())])
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=running is not None)
         if running is not None:
             running.add(proc)

@@ -14,6 +14,7 @@ import numpy as np
 
 from emasr.kaldi.alignments import iter_alignment_file
 from emasr.kaldi.io import KaldiFormatError
+from emasr.kaldi.tables import read_archive
 from emasr.io.table import read_table
 from emasr.gmm.features import SkipCounter, TransformedFeatures, alignment_problem
 from emasr.transform.fmllr import UPDATE_TYPES
@@ -405,8 +406,8 @@ def transform_feats_cli(utt2spk, transform, rspecifier, wspecifier):
     single = None if table is not None else read_matrix(transform)
     speakers = read_table(utt2spk) if utt2spk else {}
     done = errors = 0
-    with kaldiio.ReadHelper(rspecifier) as reader, kaldiio.WriteHelper(wspecifier) as writer:
-        for utt, feats in reader:
+    with kaldiio.WriteHelper(wspecifier) as writer:
+        for utt, feats in read_archive(rspecifier):
             matrix = single
             if table is not None:
                 key = speakers.get(utt, utt)
