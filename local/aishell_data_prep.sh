@@ -35,4 +35,4 @@ emasr aishell-data-prep --out-dir "$out_dir" --sample-rate "$sample_rate" "$audi
 for x in train dev test; do
   validate_data_dir.sh --no-feats "$out_dir/$x"
 done
-echo "$0: AISHELL data preparation succeeded"
+log "AISHELL data preparation succeeded"

@@ -32,4 +32,4 @@ for f in $text; do
   text_opts+=(--text "$f")
 done
 emasr aishell-prepare-dict --dict-dir "$dict_dir" ${text_opts[@]+"${text_opts[@]}"} "$res_dir"
-echo "$0: AISHELL dict preparation succeeded"
+log "AISHELL dict preparation succeeded"

@@ -47,4 +47,4 @@ $cmd JOB=1:"$nj" "$dir/log/ali_from_timings.JOB.log" \
   emasr ali-from-timings --silence-phone "$silence" "$dir/final.mdl" "$dir/tree" \
     "$dir/phones.txt" "$sdata/JOB/utt2num_frames" "$dir/ali.JOB.gz" "${timings[@]}"
 echo "$nj" > "$dir/num_jobs"
-echo "$0: wrote the oracle alignments of $(wc -l < "$data/utt2num_frames") utterances of $data to $dir"
+log "wrote the oracle alignments of $(wc -l < "$data/utt2num_frames") utterances of $data to $dir"

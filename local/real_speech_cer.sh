@@ -64,4 +64,4 @@ steps/compute_cmvn_stats.sh "$data" "exp/make_fbank/$name" fbank
 # shellcheck disable=SC2086
 steps/nnet/decode.sh --cmd "$cmd" --nj "$nj" --model "$model" --trans-mdl "$trans_mdl" \
   $decode_opts --scoring-opts "$scoring_opts" "$graph" "$data" "$nnet_dir/decode_${name}_$model"
-echo "$0: $nnet_dir/$model.pt on $data: $(cat "$nnet_dir/decode_${name}_$model/scoring_kaldi/best_cer")"
+log "$nnet_dir/$model.pt on $data: $(cat "$nnet_dir/decode_${name}_$model/scoring_kaldi/best_cer")"

@@ -94,14 +94,14 @@ align_opts+=(--beam "$beam" --retry-beam "$retry_beam" --boost-silence "$boost_s
 [ "$careful" = true ] && align_opts+=(--careful)
 
 if [ "$stage" -le 1 ]; then
-  echo "$0: aligning data in $data using $alimdl and speaker-independent ($feat_type) features"
+  log "aligning data in $data using $alimdl and speaker-independent ($feat_type) features"
   $cmd JOB=1:"$nj" "$dir/log/align_pass1.JOB.log" \
     emasr gmm-align "${si_opts[@]}" "${align_opts[@]}" \
       "$alimdl" "$dir/tree" "$lang" "$sdata/JOB" "$dir/pre_ali.JOB.gz"
 fi
 
 if [ "$stage" -le 2 ]; then
-  echo "$0: computing fMLLR transforms"
+  log "computing fMLLR transforms"
   fmllr_est_opts 0.0 "$max_failed"   # silence gets no weight in the alignment's estimate
   gpost=()
   [ "$alimdl" = "$mdl" ] || gpost=(--gpost-model "$alimdl")
@@ -113,7 +113,7 @@ fi
 check_trans_jobs "$dir" "$nj"
 
 if [ "$stage" -le 3 ]; then
-  echo "$0: doing final alignment"
+  log "doing final alignment"
   $cmd JOB=1:"$nj" "$dir/log/align_pass2.JOB.log" \
     emasr gmm-align "${si_opts[@]}" --speaker-transforms "ark:$dir/trans.JOB" \
       "${align_opts[@]}" "$mdl" "$dir/tree" "$lang" "$sdata/JOB" "$dir/ali.JOB.gz"
@@ -121,4 +121,4 @@ fi
 rm -f "$dir"/pre_ali.*.gz
 
 failed=$({ grep -h "skipping utterance" "$dir"/log/align_pass2.*.log || true; } | wc -l)
-echo "$0: done aligning data ($failed utterance(s) could not be aligned)"
+log "done aligning data ($failed utterance(s) could not be aligned)"

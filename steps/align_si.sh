@@ -88,7 +88,7 @@ sdata=$data/split$nj
 extra=()
 [ "$careful" = true ] && extra+=(--careful)
 
-echo "$0: aligning data in $data using model from $srcdir ($feat_type features)," \
+log "aligning data in $data using model from $srcdir ($feat_type features)," \
      "putting alignments in $dir"
 $cmd JOB=1:"$nj" "$dir/log/align.JOB.log" \
   emasr gmm-align --cmvn-opts "$cmvn_opts" --delta-order "$delta_order" \
@@ -99,4 +99,4 @@ $cmd JOB=1:"$nj" "$dir/log/align.JOB.log" \
     "$dir/final.mdl" "$dir/tree" "$lang" "$sdata/JOB" "$dir/ali.JOB.gz" \
   || { echo "$0: alignment failed; see $dir/log/align.*.log" >&2; exit 1; }
 failed=$({ grep -h "skipping utterance" "$dir"/log/align.*.log || true; } | wc -l)
-echo "$0: done aligning data ($failed utterance(s) could not be aligned)"
+log "done aligning data ($failed utterance(s) could not be aligned)"

@@ -43,4 +43,4 @@ emasr compute-cmvn-stats ${extra_opts[@]+"${extra_opts[@]}"} "$data" "$cmvndir" 
   || { echo "$0: error computing CMVN stats; see $logdir/cmvn_$name.log:" >&2;
        tail -n 5 "$logdir/cmvn_$name.log" >&2; exit 1; }
 
-echo "$0: succeeded computing CMVN stats for $name"
+log "succeeded computing CMVN stats for $name"

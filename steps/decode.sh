@@ -100,4 +100,4 @@ if [ "$stage" -le 1 ] && [ "$skip_scoring" != true ]; then
   # shellcheck disable=SC2086
   "$scorer" --max-failed-fraction "$max_failed_fraction" $scoring_opts "$data" "$graphdir" "$dir"
 fi
-echo "$0: decoded $data into $dir"
+log "decoded $data into $dir"

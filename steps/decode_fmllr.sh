@@ -121,7 +121,7 @@ fi
 if [ -z "$si_dir" ]; then
   si_dir=$dir.si
   if [ "$stage" -le 0 ]; then
-    echo "$0: speaker-independent decoding with $alignment_model into $si_dir"
+    log "speaker-independent decoding with $alignment_model into $si_dir"
     "$steps/decode.sh" "${decode_opts[@]}" --skip-scoring "$skip_scoring" \
       --beam "$first_beam" --max-active "$first_max_active" --model "$alignment_model" \
       "$graphdir" "$data" "$si_dir"
@@ -131,19 +131,19 @@ fi
 gpost=()
 [ "$alignment_model" = "$adapt_model" ] || gpost=(--gpost-model "$alignment_model")
 if [ "$stage" -le 1 ]; then
-  echo "$0: getting first-pass fMLLR transforms from the lattices of $si_dir"
+  log "getting first-pass fMLLR transforms from the lattices of $si_dir"
   $cmd JOB=1:"$nj" "$dir/log/post_pass1.JOB.log" \
     emasr lattice-to-post --acoustic-scale "$acwt" "$si_dir/lat.JOB.gz" "$dir/post1.JOB.gz"
   $cmd JOB=1:"$nj" "$dir/log/fmllr_pass1.JOB.log" \
     emasr gmm-est-fmllr "${si_opts[@]}" ${gpost[@]+"${gpost[@]}"} "${fmllr_opts[@]}" --post \
       "$adapt_model" "$sdata/JOB" "$dir/post1.JOB.gz" "$dir/pre_trans.JOB"
   rm -f "$dir"/post1.*.gz
-  echo "$0: first-pass fMLLR auxf improvement per frame: $(fmllr_gain "$dir/log/fmllr_pass1")"
+  log "first-pass fMLLR auxf improvement per frame: $(fmllr_gain "$dir/log/fmllr_pass1")"
   warn_identity_transforms "$dir/log/fmllr_pass1" "$fmllr_min_count"
 fi
 
 if [ "$stage" -le 2 ]; then
-  echo "$0: decoding with $adapt_model on the adapted features"
+  log "decoding with $adapt_model on the adapted features"
   for n in $(seq "$nj"); do
     [ -f "$dir/pre_trans.$n" ] || {
       echo "$0: expected file $dir/pre_trans.$n to exist (stage 1)" >&2; exit 1; }
@@ -158,7 +158,7 @@ fi
 
 if [ "$second_pass" = true ]; then
   if [ "$stage" -le 3 ]; then
-    echo "$0: estimating fMLLR transforms a second time, from the adapted decode's lattices"
+    log "estimating fMLLR transforms a second time, from the adapted decode's lattices"
     $cmd JOB=1:"$nj" "$dir/log/post_pass2.JOB.log" \
       emasr lattice-to-post --acoustic-scale "$acwt" "$dir/lat.JOB.gz" "$dir/post2.JOB.gz"
     $cmd JOB=1:"$nj" "$dir/log/fmllr_pass2.JOB.log" \
@@ -169,10 +169,10 @@ if [ "$second_pass" = true ]; then
       emasr compose-transforms --b-is-affine true "ark:$dir/trans_tmp.JOB" \
         "ark:$dir/pre_trans.JOB" "ark:$dir/trans.JOB"
     rm -f "$dir"/post2.*.gz "$dir"/trans_tmp.*
-    echo "$0: second-pass fMLLR auxf improvement per frame: $(fmllr_gain "$dir/log/fmllr_pass2")"
+    log "second-pass fMLLR auxf improvement per frame: $(fmllr_gain "$dir/log/fmllr_pass2")"
   fi
   if [ "$stage" -le 4 ]; then
-    echo "$0: rescoring the lattices with $final_model on the final adapted features"
+    log "rescoring the lattices with $final_model on the final adapted features"
     $cmd JOB=1:"$nj" "$dir/log/acoustic_rescore.JOB.log" \
       emasr gmm-rescore-lattice "${si_opts[@]}" --speaker-transforms "ark:$dir/trans.JOB" \
         --acwt "$acwt" --word-symbol-table "$graphdir/words.txt" \
@@ -184,4 +184,4 @@ if [ "$second_pass" = true ]; then
   fi
 fi
 check_trans_jobs "$dir" "$nj"
-echo "$0: decoded $data into $dir (per-speaker fMLLR in $dir/trans.JOB)"
+log "decoded $data into $dir (per-speaker fMLLR in $dir/trans.JOB)"

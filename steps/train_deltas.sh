@@ -105,5 +105,5 @@ init_numgauss
 gmm_training_passes no_transform
 link_final mdl occs
 leaves=$(emasr gmm-info "$dir/final.mdl" | awk '/number of pdfs/ {print $NF}')
-grep -h "avg like per frame" "$dir/log/update.$((num_iters - 1)).log" | tail -n 1 | sed "s|^|$0: final |" || true
-echo "$0: done training the triphone system in $dir ($leaves pdfs)"
+log "final $(grep -h "avg like per frame" "$dir/log/update.$((num_iters - 1)).log" | tail -n 1 || true)"
+log "done training the triphone system in $dir ($leaves pdfs)"

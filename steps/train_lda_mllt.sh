@@ -91,7 +91,7 @@ nj=$ali_nj
 [ -n "$cmvn_opts" ] || cmvn_opts=$(cat "$alidir/cmvn_opts" 2>/dev/null || true)
 silphonelist=$(cat "$lang/phones/silence.csl")
 [ -f "$alidir/final.mat" ] && \
-  echo "$0: note: LDA is estimated afresh on spliced features; $alidir/final.mat is not used"
+  log "note: LDA is estimated afresh on spliced features; $alidir/final.mat is not used"
 
 mkdir -p "$dir/log"
 echo "$nj" > "$dir/num_jobs"
@@ -113,7 +113,7 @@ align_opts+=(--beam "$beam" --retry-beam "$retry_beam" --boost-silence "$boost_s
 silence_opts=(--silence-phones "$silphonelist" --silence-weight 0.0)
 
 if [ "$stage" -le -5 ]; then
-  echo "$0: accumulating LDA statistics"
+  log "accumulating LDA statistics"
   $cmd JOB=1:"$nj" "$dir/log/lda_acc.JOB.log" \
     emasr acc-lda "${spliced_opts[@]}" "${silence_opts[@]}" --max-skipped "$max_failed" \
       "$alidir/final.mdl" "$sdata/JOB" "$alidir/ali.JOB.gz" "$dir/lda.JOB.acc"
@@ -133,7 +133,7 @@ if [ "$stage" -le -3 ]; then
 fi
 
 if [ "$stage" -le -2 ]; then
-  echo "$0: initializing the model"
+  log "initializing the model"
   init_tree_model
 fi
 
@@ -147,7 +147,7 @@ mllt_pass() {
   local x=$1
   [[ " $mllt_iters " == *" $x "* ]] || return 0
   if [ "$stage" -le "$x" ]; then
-    echo "$0: pass $x: estimating MLLT"
+    log "pass $x: estimating MLLT"
     $cmd JOB=1:"$nj" "$dir/log/macc.$x.JOB.log" \
       emasr gmm-acc-mllt "${feat_opts[@]}" "${silence_opts[@]}" --max-skipped "$max_failed" \
         "$dir/$x.mdl" "$sdata/JOB" "$dir/ali.JOB.gz" "$dir/$x.JOB.macc"
@@ -174,5 +174,5 @@ ln -s "$cur_mat.mat" "$dir/final.mat"
 leaves=$(emasr gmm-info "$dir/final.mdl" | awk '/number of pdfs/ {print $NF}')
 mat_dims=$(emasr feat-to-dim "${spliced_opts[@]}" --transform "$dir/final.mat" "$data" ||
            echo "?")
-echo "$0: done training the LDA+MLLT system in $dir ($leaves pdfs, $mat_dims-dim features" \
+log "done training the LDA+MLLT system in $dir ($leaves pdfs, $mat_dims-dim features" \
      "through final.mat = $cur_mat.mat)"

@@ -71,7 +71,7 @@ align_opts+=(--max-failed "$max_failed")
 [ "$careful" = true ] && align_opts+=(--careful)
 
 if [ "$stage" -le -3 ]; then
-  echo "$0: initializing the monophone system"
+  log "initializing the monophone system"
   $cmd "$dir/log/init.log" emasr gmm-init-mono --shared-phones "$lang/phones/sets.int" \
     --num-utts "$init_utts" "${feat_opts[@]}" "$lang/topo" "$sdata/1" "$dir/0.mdl" "$dir/tree"
 fi
@@ -79,7 +79,7 @@ numgauss=$(emasr gmm-info "$dir/0.mdl" | awk '/number of gaussians/ {print $NF}'
 incgauss=$(( (totgauss - numgauss) / max_iter_inc ))
 
 if [ "$stage" -le -1 ]; then
-  echo "$0: aligning the data equally (pass 0)"
+  log "aligning the data equally (pass 0)"
   $cmd JOB=1:"$nj" "$dir/log/align.0.JOB.log" \
     emasr gmm-align --equal "${feat_opts[@]}" --max-failed "$max_failed" \
       "$dir/0.mdl" "$dir/tree" "$lang" "$sdata/JOB" "$dir/ali.JOB.gz"
@@ -99,10 +99,10 @@ fi
 beam=6  # 10 after the first realignment, as in Kaldi
 x=1
 while [ "$x" -lt "$num_iters" ]; do
-  echo "$0: pass $x"
+  log "pass $x"
   if [ "$stage" -le "$x" ]; then
     if [[ " $realign_iters " == *" $x "* ]]; then
-      echo "$0: aligning data"
+      log "aligning data"
       $cmd JOB=1:"$nj" "$dir/log/align.$x.JOB.log" \
         emasr gmm-align "${feat_opts[@]}" "${align_opts[@]}" --beam "$beam" \
           --retry-beam $((beam * 4)) --boost-silence "$boost_silence" \
@@ -125,5 +125,5 @@ done
 
 ln -sf "$x.mdl" "$dir/final.mdl"
 ln -sf "$x.occs" "$dir/final.occs"
-grep -h "avg like per frame" "$dir/log/update.$((x - 1)).log" | tail -n 1 | sed "s|^|$0: final |" || true
-echo "$0: done training the monophone system in $dir"
+log "final $(grep -h "avg like per frame" "$dir/log/update.$((x - 1)).log" | tail -n 1 || true)"
+log "done training the monophone system in $dir"

@@ -140,14 +140,14 @@ fmllr_est_opts "$silence_weight" "$max_failed"
 
 if [ "$stage" -le -4 ]; then
   if [ -n "$start_trans" ]; then
-    echo "$0: using the transforms of $alidir as the starting transforms"
+    log "using the transforms of $alidir as the starting transforms"
     for n in $(seq "$nj"); do cp "$alidir/trans.$n" "$dir/trans.$n"; done
   else
-    echo "$0: estimating the initial fMLLR transforms (none in $alidir)"
+    log "estimating the initial fMLLR transforms (none in $alidir)"
     $cmd JOB=1:"$nj" "$dir/log/fmllr.0.JOB.log" \
       emasr gmm-est-fmllr "${si_opts[@]}" "${fmllr_opts[@]}" --spk2utt "$sdata/JOB/spk2utt" \
         "$alidir/final.mdl" "$sdata/JOB" "$alidir/ali.JOB.gz" "$dir/trans.JOB"
-    echo "$0: initial fMLLR auxf improvement per frame: $(fmllr_gain "$dir/log/fmllr.0")"
+    log "initial fMLLR auxf improvement per frame: $(fmllr_gain "$dir/log/fmllr.0")"
     warn_identity_transforms "$dir/log/fmllr.0" "$fmllr_min_count"
   fi
 fi
@@ -159,7 +159,7 @@ fi
 
 if [ "$stage" -le -2 ]; then
   questions_and_tree
-  echo "$0: initializing the model"
+  log "initializing the model"
   init_tree_model
 fi
 
@@ -174,7 +174,7 @@ fmllr_pass() {
   pass_note=
   [[ " $fmllr_iters " == *" $x "* ]] || return 0
   [ "$stage" -le "$x" ] || return 0
-  echo "$0: pass $x: estimating fMLLR transforms"
+  log "pass $x: estimating fMLLR transforms"
   $cmd JOB=1:"$nj" "$dir/log/fmllr.$x.JOB.log" \
     emasr gmm-est-fmllr "${feat_opts[@]}" "${fmllr_opts[@]}" --spk2utt "$sdata/JOB/spk2utt" \
       "$dir/$x.mdl" "$sdata/JOB" "$dir/ali.JOB.gz" "$dir/tmp_trans.JOB"
@@ -192,7 +192,7 @@ gmm_training_passes fmllr_pass
 if [ "$stage" -le "$num_iters" ]; then
   # The alignment model: the SI features' statistics with the final model's Gaussian posteriors
   # on the adapted ones; low-count Gaussians keep their parameters (Gaussian for Gaussian).
-  echo "$0: estimating the speaker-independent alignment model (final.alimdl)"
+  log "estimating the speaker-independent alignment model (final.alimdl)"
   x=$num_iters
   $cmd JOB=1:"$nj" "$dir/log/acc_alimdl.JOB.log" \
     emasr gmm-acc-stats-twofeats "${feat_opts[@]}" --max-skipped "$max_failed" \
@@ -205,5 +205,5 @@ fi
 
 link_final mdl occs alimdl
 leaves=$(emasr gmm-info "$dir/final.mdl" | awk '/number of pdfs/ {print $NF}')
-echo "$0: done training the SAT system in $dir ($leaves pdfs, $feat_type features + per-speaker" \
+log "done training the SAT system in $dir ($leaves pdfs, $feat_type features + per-speaker" \
      "fMLLR in trans.1..$nj)"

@@ -24,4 +24,4 @@ for f in "$lang_dir/words.txt" "$lang_dir/L.fst" "$lm" "$lexicon"; do
 done
 
 emasr format-lm "$lang_dir" "$lm" "$lexicon" "$out_dir"
-echo "$0: succeeded in formatting $lm into $out_dir"
+log "succeeded in formatting $lm into $out_dir"

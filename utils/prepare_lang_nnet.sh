@@ -38,4 +38,4 @@ opts=()
 [ -n "$num_sil_states" ] && opts+=(--num-sil-states "$num_sil_states")
 emasr prepare-lang-nnet ${opts[@]+"${opts[@]}"} "$lang" "$dir"
 "$utils_dir/validate_lang.sh" "$dir"
-echo "$0: wrote $dir: $lang with the one-frame (skip) topology"
+log "wrote $dir: $lang with the one-frame (skip) topology"

@@ -8,7 +8,7 @@
 tree_stats() {
   # $dir/treeacc from the alignments of $alidir (only its model's transitions are used: the
   # features, feat_opts, are the new system's)
-  echo "$0: accumulating tree stats"
+  log "accumulating tree stats"
   $cmd JOB=1:"$nj" "$dir/log/acc_tree.JOB.log" \
     emasr acc-tree-stats "${feat_opts[@]}" --max-skipped "$max_failed" \
       --ci-phones "$lang/phones/context_indep.csl" \
@@ -19,7 +19,7 @@ tree_stats() {
 }
 
 convert_alignments() {
-  echo "$0: converting alignments from $alidir to use current tree"
+  log "converting alignments from $alidir to use current tree"
   $cmd JOB=1:"$nj" "$dir/log/convert.JOB.log" \
     emasr convert-ali "$alidir/final.mdl" "$dir/1.mdl" "$dir/tree" \
       "$alidir/ali.JOB.gz" "$dir/ali.JOB.gz"
@@ -29,11 +29,11 @@ questions_and_tree() {
   local extra=()
   [ -s "$lang/phones/extra_questions.int" ] && \
     extra=(--extra-questions "$lang/phones/extra_questions.int")
-  echo "$0: getting questions for tree-building, via clustering"
+  log "getting questions for tree-building, via clustering"
   $cmd "$dir/log/questions.log" \
     emasr cluster-phones ${extra[@]+"${extra[@]}"} \
       "$lang/phones/sets.int" "$dir/questions.int" "$dir/treeacc"
-  echo "$0: building the tree"
+  log "building the tree"
   $cmd "$dir/log/build_tree.log" \
     emasr build-tree --max-leaves "$num_leaves" --thresh "$tree_thresh" \
       --min-count "$tree_min_count" --cluster-thresh "$cluster_thresh" \

@@ -25,7 +25,7 @@ gmm_training_passes() {
   local hook=$1 x=1 like line
   while [ "$x" -lt "$num_iters" ]; do
     if [ "$stage" -le "$x" ] && [[ " $realign_iters " == *" $x "* ]]; then
-      echo "$0: pass $x: aligning data"
+      log "pass $x: aligning data"
       $cmd JOB=1:"$nj" "$dir/log/align.$x.JOB.log" \
         emasr gmm-align "${feat_opts[@]}" "${align_opts[@]}" \
           "$dir/$x.mdl" "$dir/tree" "$lang" "$sdata/JOB" "$dir/ali.JOB.gz"
@@ -42,9 +42,9 @@ gmm_training_passes() {
       rm -f "$dir/$x.mdl" "$dir/$x".*.acc "$dir/$x.occs"
       like=$(grep -ho "avg like per frame = [-0-9.e+]*" "$dir/log/update.$x.log" |
              tail -n 1 || true)
-      line="$0: pass $x done: ${like:-no likelihood in $dir/log/update.$x.log}"
+      line="pass $x done: ${like:-no likelihood in $dir/log/update.$x.log}"
       line+="$(logdet_note "$x")${pass_note:+ ($pass_note)}"
-      echo "$line"
+      log "$line"
     fi
     if [ "$x" -le "$max_iter_inc" ]; then
       numgauss=$((numgauss + incgauss))

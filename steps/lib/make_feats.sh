@@ -97,7 +97,7 @@ trap 'clean_tmp; release_locks' EXIT
 validate_data_dir.sh --no-text --no-feats "$data"
 if [ -f "$data/feats.scp" ]; then
   mkdir -p "$data/.backup"
-  echo "$0: moving $data/feats.scp to $data/.backup"
+  log "moving $data/feats.scp to $data/.backup"
   mv "$data/feats.scp" "$data/.backup/"
 fi
 
@@ -120,4 +120,4 @@ $cmd JOB=1:"$nj" "$logdir/make_${feat_kind}_${name}.JOB.log" \
 emasr merge-feats-jobs --nj "$nj" --scp-pattern "$raw.JOB.scp" \
   --log-dir "$logdir" "${merge_config_opts[@]}" "$data"
 
-echo "$0: succeeded making $feat_desc features for $name"
+log "succeeded making $feat_desc features for $name"

@@ -89,7 +89,7 @@ gmm_feat_opts "$alidir" "$transform_dir"
 feat_opts=(--cmvn-opts "$cmvn_opts" --delta-order "$delta_order"
            ${transform_opts[@]+"${transform_opts[@]}"})
 feat_type+="${transform_dir:+ + speaker transforms $alidir/trans.JOB}"
-echo "$0: feature type $feat_type, 1 frame in $frame_subsampling_factor ($subsample_at)"
+log "feature type $feat_type, 1 frame in $frame_subsampling_factor ($subsample_at)"
 subsample_opts=(--frame-subsampling-factor "$frame_subsampling_factor" --subsample-at "$subsample_at")
 
 mkdir -p "$dir/log"
@@ -104,14 +104,14 @@ sdata=$data/split$nj
 . "$(dirname "$0")/../lib/build_tree.sh"   # questions_and_tree, init_tree_model
 
 if [ "$stage" -le -5 ]; then
-  echo "$0: initializing a monophone model over $lang/topo (for the alignment conversion)"
+  log "initializing a monophone model over $lang/topo (for the alignment conversion)"
   $cmd "$dir/log/init_mono.log" \
     emasr gmm-init-mono --shared-phones "$lang/phones/sets.int" --num-utts 1 \
       --cmvn-opts "$cmvn_opts" --delta-order 0 "$lang/topo" "$data" "$dir/mono.mdl" "$dir/mono.tree"
 fi
 
 if [ "$stage" -le -4 ]; then
-  echo "$0: accumulating tree stats at 1/$frame_subsampling_factor of the frame rate"
+  log "accumulating tree stats at 1/$frame_subsampling_factor of the frame rate"
   $cmd JOB=1:"$nj" "$dir/log/convert_mono.JOB.log" \
     emasr convert-ali "${subsample_opts[@]}" --max-failed "$max_failed" \
       "$alidir/final.mdl" "$dir/mono.mdl" "$dir/mono.tree" "$alidir/ali.JOB.gz" \
@@ -130,17 +130,17 @@ if [ "$stage" -le -3 ]; then
 fi
 
 if [ "$stage" -le -2 ]; then
-  echo "$0: initializing the model"
+  log "initializing the model"
   init_tree_model
 fi
 
 if [ "$stage" -le -1 ]; then
-  echo "$0: converting alignments from $alidir to the new tree at 1/$frame_subsampling_factor" \
+  log "converting alignments from $alidir to the new tree at 1/$frame_subsampling_factor" \
        "of the frame rate"
   $cmd JOB=1:"$nj" "$dir/log/convert.JOB.log" \
     emasr convert-ali "${subsample_opts[@]}" --max-failed "$max_failed" \
       "$alidir/final.mdl" "$dir/1.mdl" "$dir/tree" "$alidir/ali.JOB.gz" "$dir/ali.JOB.gz"
-  echo "$0: estimating the transition probabilities from the converted alignments"
+  log "estimating the transition probabilities from the converted alignments"
   $cmd "$dir/log/train_transitions.log" \
     emasr train-transitions "$dir/1.mdl" $(seq -f "$dir/ali.%g.gz" 1 "$nj") "$dir/final.mdl"
 fi
@@ -154,5 +154,5 @@ fi
 echo "$nj" > "$dir/num_jobs"
 leaves=$(emasr gmm-info "$dir/final.mdl" | awk '/number of pdfs/ {print $NF}')
 skipped=$({ grep -h "not converted" "$dir"/log/convert.*.log || true; } | wc -l)
-echo "$0: done building the tree in $dir ($leaves pdfs; $skipped utterance(s) could not be" \
+log "done building the tree in $dir ($leaves pdfs; $skipped utterance(s) could not be" \
      "converted)"

@@ -65,7 +65,7 @@ for f in phones.txt; do
   elif [ -f "$srcdir/$f" ]; then cp "$srcdir/$f" "$dir/$f"; fi
 done
 
-echo "$0: converting alignments from $srcdir to the model and tree of $modeldir" \
+log "converting alignments from $srcdir to the model and tree of $modeldir" \
      "(frame subsampling factor $frame_subsampling_factor), putting them in $dir"
 $cmd JOB=1:"$nj" "$dir/log/convert.JOB.log" \
   emasr convert-ali --frame-subsampling-factor "$frame_subsampling_factor" \
@@ -81,4 +81,4 @@ else
 fi
 echo "$nj" > "$dir/num_jobs"
 skipped=$({ grep -h "not converted" "$dir"/log/convert.*.log || true; } | wc -l)
-echo "$0: done converting alignments ($skipped utterance(s) could not be converted)"
+log "done converting alignments ($skipped utterance(s) could not be converted)"

@@ -70,4 +70,4 @@ args=(--frame-subsampling-factor "$frame_subsampling_factor" --ali-type "$ali_ty
 
 $cmd "$dir/log/make_targets.log" emasr make-targets "${args[@]}" "$ali_dir" "$data" "$dir"
 written=$(grep -h '^utterances_written' "$dir/summary" | cut -d' ' -f2)
-echo "$0: wrote targets to $dir ($written utterances)"
+log "wrote targets to $dir ($written utterances)"

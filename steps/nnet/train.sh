@@ -127,8 +127,10 @@ fi
 # torchrun runs `emasr train` (via the module, so the venv's emasr is used) once per worker.
 launcher+=(--module emasr.cli train "${args[@]}" "$targets" "$train_data" "$dev_data" "$dir")
 
-echo "$0: training with $num_workers worker(s) in $processes process(es); log in $dir/log/train.log"
+log "training with $num_workers worker(s) in $processes process(es); log in $dir/log/train.log"
 $cmd "$dir/log/train.log" "${launcher[@]}"
-echo "$0: trained $dir/final.pt$( [ -f "$dir/ema.pt" ] && echo ' and ema.pt')"
+# the averaged models beside the global one (ema.pt, or ema_<frames>.pt for several half-lives)
+averaged=$(cd "$dir" && ls ema.pt ema_*.pt avg.pt lastk.pt 2> /dev/null | paste -sd' ' || true)
+log "trained $dir/final.pt${averaged:+ and ${averaged// /, }}"
 # the regime the run trained in ($dir/regime.json): one warning line when BMUF's data rule is broken
 grep -m1 -o "BMUF's data rule is not met.*" "$dir/log/train.log" | sed "s|^|$0: WARNING: |" >&2 || true

@@ -30,4 +30,4 @@ data=$1
 opts=()
 [ -n "$frame_shift" ] && opts+=(--frame-shift "$frame_shift")
 emasr get-utt2dur ${opts[@]+"${opts[@]}"} "$data"
-echo "$0: computed $data/utt2dur"
+log "computed $data/utt2dur"

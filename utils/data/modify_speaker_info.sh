@@ -57,4 +57,4 @@ validate_opts=
 [ -f "$destdir/wav.scp" ] || validate_opts="$validate_opts --no-wav"
 # shellcheck disable=SC2086  # validate_opts is a list of options
 "$(dirname "$0")/../validate_data_dir.sh" $validate_opts "$destdir"
-echo "$0: $(wc -l < "$srcdir/spk2utt" 2>/dev/null || echo '?') speakers -> $(wc -l < "$destdir/spk2utt") pseudo-speakers in $destdir"
+log "$(wc -l < "$srcdir/spk2utt" 2>/dev/null || echo '?') speakers -> $(wc -l < "$destdir/spk2utt") pseudo-speakers in $destdir"

@@ -20,4 +20,4 @@ lock_dirs "$destdir"
 [ -f "$srcdir/wav.scp" ] || { echo "$0: expected file $srcdir/wav.scp to exist" >&2; exit 1; }
 emasr perturb-data-dir-speed --factors "$factor" --always-include-prefix "$srcdir" "$destdir"
 "$(dirname "$0")/../validate_data_dir.sh" --no-feats --no-text "$destdir"
-echo "$0: generated speed-perturbed version of data in $srcdir, in $destdir"
+log "generated speed-perturbed version of data in $srcdir, in $destdir"

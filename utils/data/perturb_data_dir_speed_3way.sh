@@ -32,4 +32,4 @@ case "$always_include_prefix" in
 esac
 emasr perturb-data-dir-speed --factors 0.9,1.0,1.1 "$prefix_opt" "$srcdir" "$destdir"
 "$(dirname "$0")/../validate_data_dir.sh" --no-feats --no-text "$destdir"
-echo "$0: generated 3-way speed-perturbed version of data in $srcdir, in $destdir"
+log "generated 3-way speed-perturbed version of data in $srcdir, in $destdir"

@@ -2,30 +2,44 @@
 # The parity campaign (PLAN.md beside this script) in resumable pieces: each piece is one call,
 #   parity/run.sh P0      the corpus recipe, stages 0-7 (no GMM decoding)
 #   parity/run.sh P1      the parity probe (DNN 3x512, 12 epochs, single and BMUF-8) and its report
+#   parity/run.sh P2      BMUF-8 of P1 at tau 4, and at block momentum 0.75, each against P1's
+#                         one-worker run (parity/tau4/, parity/eta075/)
 # A piece whose runs and decodes exist (their .done markers) skips them, so a killed piece resumes
 # when called again. Each finished piece appends one line to parity/pieces.log: the piece, its
 # command, wall time, machine, commit and the sha256 of the network targets and training features.
 set -euo pipefail
 
-help_message="Usage: $0 <piece>   (P0 P1; the pieces are described in PLAN.md)"
+help_message="Usage: $0 <piece>   (P0 P1 P2; the pieces are described in PLAN.md)"
 . "$(dirname "$0")/../utils/parse_options.sh"
 [ $# -eq 1 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
 piece=$1
 cd "$(dirname "$0")/.."
 
-# every piece trains in exp/parity with 8 virtual workers in one process and reports beside this
-# script; the EMAs' half-lives (frames) are the dev-chosen list of PLAN.md
-common=(--nnet-dir exp/parity --workers-per-process 8 --num-workers 8
-        --ema-half-life-frames 100000,400000,1600000)
+# every piece trains 8 virtual workers in one process and reports beside this script; the EMAs'
+# half-lives (frames) are the list of PLAN.md, the report's +EMA row the one best on dev
+common=(--workers-per-process 8 --num-workers 8 --ema-half-life-frames 100000,400000,1600000)
 
 sha() { cut -d' ' -f2- "$1" | sed 's/:[0-9]*$//' | awk '!seen[$0]++' | xargs cat | sha256sum | cut -c1-12; }
 
 case $piece in
   P0) ./run.sh --stage 0 --stop-stage 7 --gmm-decode-sets "" ;;
-  P1) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" --archs dnn --epochs 12 \
+  P1) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" --nnet-dir exp/parity --archs dnn --epochs 12 \
         --strategies "single single+ema bmuf bmuf+ema" \
         --results parity/RESULTS.md --title "Parity probe: DNN 3x512, 12 epochs, one worker and BMUF-8" ;;
-  *) echo "$0: unknown piece '$piece' (expected P0 or P1: PLAN.md)" >&2; exit 1 ;;
+  P2)
+    # each setting in its own network dir (the run names do not carry tau or eta), with P1's
+    # one-worker run linked in as the baseline (its EMAs' half-lives are in frames, as here)
+    for setting in "tau4:--block-size 4" "eta075:--nnet-opts sync.block_momentum=0.75"; do
+      name=${setting%%:*}
+      mkdir -p "exp/parity_$name" "parity/$name"
+      ln -sfn ../parity/dnn_single_s1 "exp/parity_$name/dnn_single_s1"
+      # shellcheck disable=SC2086
+      ./run.sh --stage 8 --stop-stage 10 "${common[@]}" --nnet-dir "exp/parity_$name" \
+        --archs dnn --epochs 12 --strategies "single single+ema bmuf bmuf+ema" ${setting#*:} \
+        --results "parity/$name/RESULTS.md" \
+        --title "Parity probe, BMUF-8 at ${setting#*:}: DNN 3x512, 12 epochs"
+    done ;;
+  *) echo "$0: unknown piece '$piece' (expected P0, P1 or P2: PLAN.md)" >&2; exit 1 ;;
 esac
 
 log=parity/pieces.log
