@@ -28,7 +28,8 @@ from emasr.compat import TREE_DIGEST_FILE, CompatError, check_tree_matches_model
 from emasr.kaldi.fst import fst_size, map_input_labels_to_epsilon, read_fst, write_fst
 from emasr.io.atomic import atomic_write
 from emasr.io.table import read_lines
-from emasr.lang.validate import LangError, validate_grammar
+from emasr.lang.symbols import read_symbols
+from emasr.lang.validate import fst_labels, grammar_problems
 from emasr.fst_stack import kaldi_hmm_gmm, kaldifst
 
 logger = logging.getLogger(__name__)
@@ -107,6 +108,12 @@ def compose_lg(lang_dir: str) -> kaldifst.StdVectorFst:
     """L_disambig o G, determinized in the log semiring and minimized (Kaldi's LG.fst)."""
     lexicon = read_fst(os.path.join(lang_dir, "L_disambig.fst"))
     grammar = read_fst(os.path.join(lang_dir, "G.fst"))
+    # a G.fst of another words.txt composes, then fails inside the decoder
+    problems = grammar_problems(fst_labels(grammar)[0],
+                                read_symbols(os.path.join(lang_dir, "words.txt")),
+                                os.path.join(lang_dir, "G.fst"))
+    if problems:
+        raise GraphError("\n".join(problems))
     kaldifst.arcsort(lexicon, sort_type="olabel")
     kaldifst.arcsort(grammar, sort_type="ilabel")
     lg = kaldifst.StdVectorFst(kaldifst.compose(lexicon, grammar, connect=True))
@@ -158,7 +165,9 @@ def add_self_loops(hclga, trans_model, self_loop_scale: float) -> kaldifst.StdVe
 
 def cached_lg(lang_dir: str, cache: str) -> tuple[kaldifst.StdVectorFst, str]:
     """LG from the cache when L_disambig.fst and G.fst did not change, else built and cached."""
-    key = file_digest(os.path.join(lang_dir, "L_disambig.fst"), os.path.join(lang_dir, "G.fst"))
+    # words.txt in the key: G.fst is checked against it when LG is built (compose_lg)
+    key = file_digest(os.path.join(lang_dir, "L_disambig.fst"), os.path.join(lang_dir, "G.fst"),
+                      os.path.join(lang_dir, "words.txt"))
     path = os.path.join(cache, "LG.fst")
     if cached(path, key):
         logger.info("reusing %s (inputs unchanged)", path)
@@ -255,10 +264,6 @@ def check_lang_dir(lang_dir: str) -> None:
     for name in ("L_disambig.fst", "G.fst", "words.txt", "phones.txt", "phones/disambig.int"):
         if not os.path.isfile(os.path.join(lang_dir, name)):
             raise GraphError(f"expected file {os.path.join(lang_dir, name)} to exist")
-    try:
-        validate_grammar(lang_dir)   # a G.fst of another words.txt fails inside the decoder
-    except LangError as err:
-        raise GraphError(str(err)) from None
 
 
 def make_graph(lang_dir: str, graph_dir: str, trans_model, ctx_dep, self_loop_scale: float = 0.1,

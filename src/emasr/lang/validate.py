@@ -131,15 +131,18 @@ def fst_labels(fst) -> tuple[list[tuple[int, int]], bool, bool]:
     return labels, isorted, osorted
 
 
-def check_fst(c: LangCheck, name: str, in_ok: set[int], out_ok: set[int], sort: str) -> None:
+def check_fst(c: LangCheck, name: str, in_ok: set[int], out_ok: set[int], sort: str
+              ) -> list[tuple[int, int]] | None:
+    """Check one FST of the lang dir; its (ilabel, olabel) pairs, or None when it is absent or
+    unreadable."""
     path = c.path(name)
     if path is None:
-        return
+        return None
     try:
         fst = kaldifst.StdVectorFst.read(str(path))
     except Exception as err:
         c.fail(f"{path}: not readable as an OpenFst StdVectorFst ({err})")
-        return
+        return None
     labels, isorted, osorted = fst_labels(fst)
     if (sort == "olabel" and not osorted) or (sort == "ilabel" and not isorted):
         c.fail(f"{path}: arcs are not {sort}-sorted (run fstarcsort --sort_type={sort})")
@@ -147,36 +150,30 @@ def check_fst(c: LangCheck, name: str, in_ok: set[int], out_ok: set[int], sort: 
     bad_out = sorted({o for _, o in labels} - out_ok)
     if bad_in or bad_out:
         c.fail(f"{path}: unexpected input labels {bad_in[:10]} / output labels {bad_out[:10]}")
+    return labels
 
 
-def check_grammar(c: LangCheck, words: dict[str, int], plain_words: set[int]) -> None:
-    """G.fst as arpa2fst (and format_lm) write it: word arcs w:w, backoff arcs #0:<eps>. A G built
-    with another words.txt has its #0 elsewhere, so its backoff arcs carry another label: caught
-    here instead of inside the decoder."""
-    try:
-        labels, _, _ = fst_labels(kaldifst.StdVectorFst.read(str(c.lang / "G.fst")))
-    except Exception:   # unreadable: check_fst has said so
-        return
+def grammar_problems(labels: list[tuple[int, int]], words: dict[str, int], where: str
+                     ) -> list[str]:
+    """What in a G.fst's (ilabel, olabel) pairs does not fit words.txt as arpa2fst (and
+    format_lm) write it: word arcs w:w on words, backoff arcs #0:<eps>. A G built with another
+    words.txt has its #0 elsewhere, so its backoff arcs carry another label: caught here (by
+    validate_lang and before mkgraph composes) instead of inside the decoder."""
     backoff = words.get("#0")
+    plain_words = set(words.values()) - {words.get(w) for w in ("#0", "<s>", "</s>")}
+    problems = []
     other = sorted({(i, o) for i, o in labels if i != o and (i, o) != (backoff, 0)})
     if other:
-        c.fail(f"{c.lang}/G.fst: {len(other)} kind(s) of arc whose labels are neither a word w:w "
-               f"nor the backoff #0:<eps> (#0 is {backoff} in words.txt), e.g. "
-               f"{', '.join(f'{i}:{o}' for i, o in other[:5])}: was it built with another "
-               "words.txt? Rebuild it with utils/format_lm.sh")
+        problems.append(
+            f"{where}: {len(other)} kind(s) of arc whose labels are neither a word w:w nor the "
+            f"backoff #0:<eps> (#0 is {backoff} in words.txt), e.g. "
+            f"{', '.join(f'{i}:{o}' for i, o in other[:5])}: was it built with another "
+            "words.txt? Rebuild it with utils/format_lm.sh")
     unknown = sorted({i for i, o in labels if i == o and i != 0 and i not in plain_words})
     if unknown:
-        c.fail(f"{c.lang}/G.fst: word arcs with labels {unknown[:10]} that are not words of "
-               "words.txt (not in it, or a disambiguation symbol or sentence mark)")
-
-
-def validate_grammar(lang_dir: str | os.PathLike) -> None:
-    """Raise LangError when the lang dir's G.fst does not fit its words.txt (check_grammar)."""
-    c = LangCheck(lang_dir)
-    words = c.symbols("words.txt")
-    check_grammar(c, words, set(words.values()) - {words.get(w) for w in ("#0", "<s>", "</s>")})
-    if c.problems:
-        raise LangError("\n".join(c.problems))
+        problems.append(f"{where}: word arcs with labels {unknown[:10]} that are not words of "
+                        "words.txt (not in it, or a disambiguation symbol or sentence mark)")
+    return problems
 
 
 def validate_lang(lang_dir: str | os.PathLike) -> None:
@@ -215,9 +212,11 @@ def validate_lang(lang_dir: str | os.PathLike) -> None:
     plain_words = word_ids - {words.get("#0")}
     check_fst(c, "L.fst", real_ids, plain_words, "olabel")
     check_fst(c, "L_disambig.fst", real_ids | {phones[p] for p in disambig}, word_ids, "olabel")
-    if (c.lang / "G.fst").is_file():
-        check_fst(c, "G.fst", word_ids, word_ids, "ilabel")
-        check_grammar(c, words, plain_words)
+    grammar = (check_fst(c, "G.fst", word_ids, word_ids, "ilabel")
+               if (c.lang / "G.fst").is_file() else None)   # G.fst is optional
+    if grammar is not None:
+        for problem in grammar_problems(grammar, words, f"{c.lang}/G.fst"):
+            c.fail(problem)
     if c.problems:
         raise LangError(f"{c.lang}: {len(c.problems)} problem(s):\n  " + "\n  ".join(c.problems))
 
