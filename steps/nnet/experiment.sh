@@ -69,7 +69,7 @@ targets=$1; train_data=$2; dev_data=$3; test_data=$4; graph=$5; trans_mdl=$6; nn
 lock_dirs "$nnet_dir"
 
 last_stage=3
-. "$(dirname "$0")/../../utils/lib/recipe.sh"   # log, run, the ERR trap, stage_on
+. "$(dirname "$0")/../../utils/lib/recipe.sh"   # log, run, the ERR trap, stage_on, archive_sha256
 check_stage_range
 [ -n "$strategies" ] || { log "--strategies: expected the table's rows"; exit 1; }
 # the rows' names come from the registries: checked now, not after the training
@@ -148,13 +148,6 @@ averaging_opts() {
     args+=("$name${value:+=$value}")
   done
   [ ${#args[@]} -eq 0 ] || emasr averaging-opts "${args[@]}"
-}
-
-archive_sha256() {
-  # sha256 (12 hex digits) of the archives an scp file points into, in the scp's order, or
-  # "not built": two runs on the same inputs (and the same --nj) show the same digest
-  [ -f "$1" ] || { echo "not built"; return; }
-  cut -d' ' -f2- "$1" | sed 's/:[0-9]*$//' | awk '!seen[$0]++' | xargs cat | sha256sum | cut -c1-12
 }
 
 if stage_on 1; then

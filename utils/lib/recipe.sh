@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What every recipe's run.sh shares, sourced after its options are parsed and it is in its own
 # directory: the toolkit's log lines (utils/lib/log.sh), `run` (log a command, then run it), the ERR trap that
-# names the failed command, the INT/TERM traps that stop the run, stage selection and the stage
-# done markers.
+# names the failed command, the INT/TERM traps that stop the run, stage selection, the stage
+# done markers and the input digests a report records (archive_sha256).
 #
 # A recipe sets `stage`, `stop_stage` and `last_stage` (its highest stage number) and may define
 # `stage_settings N`, which prints the options that shape stage N as key=value words: the done
@@ -99,4 +99,11 @@ end_stage() {
   } > "exp/done/stage$1.tmp"
   mv "exp/done/stage$1.tmp" "exp/done/stage$1"
   log "stage $1 done in $(( $(date +%s) - stage_start )) s"
+}
+
+archive_sha256() {
+  # sha256 (12 hex digits) of the archives an scp file points into, in the scp's order, or
+  # "not built": two runs on the same inputs (and the same --nj) show the same digest
+  [ -f "$1" ] || { echo "not built"; return; }
+  cut -d' ' -f2- "$1" | sed 's/:[0-9]*$//' | awk '!seen[$0]++' | xargs cat | sha256sum | cut -c1-12
 }

@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 # half-lives (frames) are the list of PLAN.md, the report's +EMA row the one best on dev
 common=(--workers-per-process 8 --num-workers 8 --ema-half-life-frames 100000,400000,1600000)
 
-sha() { cut -d' ' -f2- "$1" | sed 's/:[0-9]*$//' | awk '!seen[$0]++' | xargs cat | sha256sum | cut -c1-12; }
+. utils/lib/recipe.sh   # archive_sha256 (and the recipe's log lines and traps)
 
 case $piece in
   P0) ./run.sh --stage 0 --stop-stage 7 --gmm-decode-sets "" ;;
@@ -47,6 +47,6 @@ log=parity/pieces.log
   printf '%s: `%s`, %s s, finished %s, commit %s, %s CPU cores (%s)' "$piece" "parity/run.sh $piece" \
     "$SECONDS" "$(date -u '+%Y-%m-%dT%H:%M:%SZ')" "$(git rev-parse --short HEAD)" "$(nproc)" \
     "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
-  printf ', sha256 targets %s, train features %s\n' "$(sha exp/nnet/targets/pdf.scp)" \
-    "$(sha data/train_fbank/feats.scp)"
+  printf ', sha256 targets %s, train features %s\n' "$(archive_sha256 exp/nnet/targets/pdf.scp)" \
+    "$(archive_sha256 data/train_fbank/feats.scp)"
 } >> "$log"

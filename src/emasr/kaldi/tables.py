@@ -30,24 +30,30 @@ class TableError(ValueError):
 
 def load_record(spec: str, where: str) -> Any:
     """The object at an scp's `<ark-file>:<offset>` (or any other form kaldiio reads: a range
-    `[a:b]`, a pipe); `where` names it in an error."""
-    path, offset = spec, None
-    match = ARK_OFFSET.fullmatch(spec)
-    if match:
-        path, offset = match.group(1), int(match.group(2))
-        if not os.path.isfile(path):
-            raise TableError(f"{where}: no such archive {path}")
-        size = os.path.getsize(path)
-        if offset >= size:
-            raise TableError(f"{where}: offset {offset} is past the end of {path} ({size} bytes)")
+    `[a:b]`, a pipe); `where` names it in an error. The file is looked at only when kaldiio
+    fails (this is every utterance's read in training)."""
     try:
         with warnings.catch_warnings():   # kaldiio warns before it raises: one message is enough
             warnings.simplefilter("ignore")
             return kaldiio.load_mat(spec)
     except Exception as err:   # kaldiio raises what its parsing meets: name it, whatever it is
-        at = f" at offset {offset}" if offset is not None else ""
-        raise TableError(f"{where}: cannot read {path}{at} (truncated, or not the start of a "
-                         f"record; expected {EXPECTED}): {type(err).__name__}: {err}") from None
+        raise TableError(f"{where}: {what_went_wrong(spec, err)}") from None
+
+
+def what_went_wrong(spec: str, err: Exception) -> str:
+    """Why `spec` could not be read: no such archive, an offset past its end, or a record that
+    is not one there (truncated, or an offset into the middle of a record)."""
+    match = ARK_OFFSET.fullmatch(spec)
+    if match is None:
+        return f"cannot read '{spec}': {type(err).__name__}: {err}"
+    path, offset = match.group(1), int(match.group(2))
+    if not os.path.isfile(path):
+        return f"no such archive {path}"
+    size = os.path.getsize(path)
+    if offset >= size:
+        return f"offset {offset} is past the end of {path} ({size} bytes)"
+    return (f"cannot read {path} at offset {offset} (truncated, or not the start of a record; "
+            f"expected {EXPECTED}): {type(err).__name__}: {err}")
 
 
 def parse_scp(path: str | os.PathLike) -> dict[str, tuple[int, str]]:
