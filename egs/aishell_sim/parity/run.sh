@@ -4,12 +4,14 @@
 #   parity/run.sh P1      the parity probe (DNN 3x512, 12 epochs, single and BMUF-8) and its report
 #   parity/run.sh P2      BMUF-8 of P1 at tau 4, and at block momentum 0.75, each against P1's
 #                         one-worker run (parity/tau4/, parity/eta075/)
+#   parity/run.sh P3a     the 8-layer DNN (8x512), 8 epochs, one worker with its EMAs and average
+#                         (exp/parity_dnn8, the tuned baselines' pieces add their grids beside it)
 # A piece whose runs and decodes exist (their .done markers) skips them, so a killed piece resumes
 # when called again. Each finished piece appends one line to parity/pieces.log: the piece, its
 # command, wall time, machine, commit and the sha256 of the network targets and training features.
 set -euo pipefail
 
-help_message="Usage: $0 <piece>   (P0 P1 P2; the pieces are described in PLAN.md)"
+help_message="Usage: $0 <piece>   (P0 P1 P2 P3a; the pieces are described in PLAN.md)"
 . "$(dirname "$0")/../utils/parse_options.sh"
 [ $# -eq 1 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
 piece=$1
@@ -18,6 +20,9 @@ cd "$(dirname "$0")/.."
 # every piece trains 8 virtual workers in one process and reports beside this script; the EMAs'
 # half-lives (frames) are the list of PLAN.md, the report's +EMA row the one best on dev
 common=(--workers-per-process 8 --num-workers 8 --ema-half-life-frames 100000,400000,1600000)
+# P3 on: the paper's 8-layer DNN at 8 epochs (P1's dev frame accuracy peaked at epochs 7-8 for
+# both one worker and BMUF-8, and the dev loss rose after 6), all its runs in one network dir
+dnn8=(--nnet-dir exp/parity_dnn8 --archs dnn --dnn-opts model.hidden_layers=8 --epochs 8)
 
 . utils/lib/recipe.sh   # archive_sha256 (and the recipe's log lines and traps)
 
@@ -39,7 +44,10 @@ case $piece in
         --results "parity/$name/RESULTS.md" \
         --title "Parity probe, BMUF-8 at ${setting#*:}: DNN 3x512, 12 epochs"
     done ;;
-  *) echo "$0: unknown piece '$piece' (expected P0, P1 or P2: PLAN.md)" >&2; exit 1 ;;
+  P3a) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${dnn8[@]}" \
+         --strategies "single single+ema single+avg" \
+         --results parity/dnn8/RESULTS.md --title "Tuned baselines: DNN 8x512, 8 epochs" ;;
+  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2 or P3a: PLAN.md)" >&2; exit 1 ;;
 esac
 
 log=parity/pieces.log
