@@ -21,7 +21,7 @@ AISHELL-1 (OpenSLR 33, https://www.openslr.org/33/) unpacked under DIR:
   DIR/data_aishell/wav/{train,dev,test}/SXXXX/BAC009SXXXXWYYYY.wav (or the wav/*.tar.gz as shipped)
   DIR/data_aishell/transcript/aishell_transcript_v0.8.txt
   DIR/resource_aishell/lexicon.txt
-Every other option goes to ../aishell_sim/run.sh (stages, --archs, --strategies, --seeds, --lrs,
+Every other option goes to ../aishell_sim/run.sh (stages, --archs, --strategies, --seeds, --grid,
 --epochs, ...); the default profile here is large (GPU workers through cuda_cmd in cmd.sh)."
 
 # This script's own options; the rest pass through unchanged.

@@ -37,8 +37,8 @@ archs="dnn lstm"
 # (default: per profile; ma+avg and ma+lastk are left out to keep the decoding within its time)
 strategies=
 seeds=              # network seeds, e.g. "1 2 3" (default: per profile)
-lrs=                # learning-rate grid, tuned per strategy on dev frame accuracy (default: the
-                    # config's lr, no grid), e.g. "0.05 0.1 0.2"
+grid=               # settings searched on dev per rule, the best on dev frame accuracy reported
+                    # (emasr tuning-grid), e.g. "ma: train.lr=0.1,0.4,0.8" (default: no grid)
 epochs=             # network epochs (default: per profile)
 block_size=         # tau: minibatches between syncs (default: per profile)
 ema_half_life_frames=  # EMA half-life in training frames, or a list "30000,90000": one EMA each,
@@ -109,7 +109,8 @@ Options:
                                 single worker); the others report dev frame accuracy only
   --ma-lr-times-workers true|false  MA at N x the learning rate (default true)
   --seeds '1 2 3'               seeds of every network run (default 1)
-  --lrs '0.05 0.1 0.2'          learning-rate grid, the best on dev frame accuracy is reported
+  --grid 'ma: train.lr=0.1,0.4; bmuf: sync.block_momentum=0.875,0.75'   settings searched on
+                                dev per rule, the best on dev frame accuracy is reported
   --epochs N --block-size TAU --nnet-opts 'key=value ...'
   --ema-half-life-frames 'F[,F...]'  the EMA's half-life; a list keeps one EMA each, all decoded,
                                 the +ema row the one best on dev
@@ -471,7 +472,7 @@ if stage_on 8 || stage_on 9 || stage_on 10; then
   done
   run steps/nnet/experiment.sh --stage "$first" --stop-stage "$last" --archs "$archs" \
     --strategies "$strategies" --num-workers "$num_workers" \
-    --workers-per-process "$workers_per_process" --seeds "$seeds" --lrs "$lrs" \
+    --workers-per-process "$workers_per_process" --seeds "$seeds" --grid "$grid" \
     --epochs "$epochs" --block-size "$block_size" --averaging "$averaging" \
     --ma-lr-times-workers "$ma_lr_times_workers" --nnet-opts "$nnet_opts" \
     --arch-opts "$arch_opts" --controls-decoded-at "$controls_decoded_at" \

@@ -94,6 +94,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     # -- nnet (training) --
     "train": ("emasr.nnet.cli:train_cli", "Train a network (one worker; torchrun runs N)."),
     "averaging-opts": ("emasr.nnet.cli:averaging_opts_cli", "The config overrides that keep averaged models (ema=F, avg, lastk)."),
+    "tuning-grid": ("emasr.nnet.tuning:tuning_grid_cli", "A sync rule's runs of a tuning grid searched on dev: directory suffix and overrides."),
     "nnet-forward": ("emasr.nnet.forward:nnet_forward_cli", "Network log-likelihoods for decoding."),
     # -- report --
     "report": ("emasr.report.cli:report_cli", "RESULTS.md with the paper's table, intervals and plots from exp dirs."),

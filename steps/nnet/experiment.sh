@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The experiment of the paper on any corpus, given its network targets, features and graph: train
-# the grid (arch x strategy x worker count x seed [x learning rate]), decode dev and test with the
+# the grid (arch x strategy x worker count x seed [x tuned settings]), decode dev and test with the
 # global model and the averaged models the rows ask for, and write the report. Every corpus recipe
 # (egs/aishell_sim, egs/aishell, egs/yesno) ends by calling it; the corpus recipe before it makes
 # the data, lang, features, GMM ladder and targets.
@@ -17,7 +17,8 @@ strategies=         # the table's rows: a sync rule, optionally +<averaged model
 num_workers=2       # workers of the parallel runs, a list: "2 4 8" trains each at every N
 workers_per_process=1  # K: the parallel runs' workers, K to a process (K divides every N)
 seeds=1
-lrs=                # a learning-rate grid: every value trained, the best on dev reported
+grid=               # settings searched on dev per rule (emasr tuning-grid): every point trained,
+                    # the best on dev frame accuracy reported, e.g. "ma: train.lr=0.1,0.4"
 epochs=
 block_size=
 averaging=          # the averaged models' values, NAME=VALUE: "ema=90000 avg=0.5 lastk=2"
@@ -44,14 +45,16 @@ help_message="Usage: $0 [options] <targets-dir> <train-data> <dev-data> <test-da
 e.g.: $0 --archs 'dnn lstm' --strategies 'single single+ema bmuf bmuf+ema' --num-workers 8 \\
         --averaging 'ema=90000' exp/nnet/targets data/train_fbank data/dev_fbank data/test_fbank \\
         exp/nnet_tree/graph exp/nnet_tree/final.mdl exp/nnet
-Stages: 1 train the grid (<nnet-dir>/<arch>_<rule>[_n<N>]_s<seed>[_lr<lr>]), 2 decode dev and test
+Stages: 1 train the grid (<nnet-dir>/<arch>_<rule>[_n<N>]_s<seed>[_<tag><value>...]), 2 decode dev and test
 (decode_{dev,test}[_<model>]), 3 report (--results, with plots/ and counts/ beside it).
 Options:
   --stage N --stop-stage M      run stages N..M (default $stage..$stop_stage)
   --archs 'dnn lstm tdnn'       architectures (emasr.nnet.models.ARCHITECTURES)
   --strategies 'single bmuf+ema ...'  the rows: a sync rule (emasr.nnet.sync.RULES), optionally
                                 +<averaged model> (emasr.nnet.averages.AVERAGED_MODELS)
-  --num-workers 'N ...' --workers-per-process K --seeds '1 2 3' --lrs '0.05 0.1'
+  --num-workers 'N ...' --workers-per-process K --seeds '1 2 3'
+  --grid 'ma: train.lr=0.1,0.4; bmuf: sync.block_momentum=0.875,0.75'  settings searched on dev,
+                                per rule (emasr tuning-grid: the settings and their dir tags)
   --epochs N --block-size TAU   the runs' epochs and tau (default: the configs')
   --averaging 'ema=F avg=0.5 lastk=2'  the averaged models' values (emasr averaging-opts)
   --ma-lr-times-workers true|false  --nnet-config-dir DIR  --nnet-opts '...'
@@ -100,25 +103,30 @@ averaged_models() {
   echo $out
 }
 
+grid_points() {
+  # grid_points BASE: BASE's runs of --grid, one a line: "dir-suffix overrides" ("-": no grid)
+  printf '%s\n' "${grid_of_rule[$1]}"
+}
+
 workers_of() {
   # workers_of BASE: the worker counts of BASE's runs (single trains one worker)
   [ "$1" = single ] && echo 1 || echo $num_workers
 }
 
 nnet_runs() {
-  # every run the options ask for, one a line: "dir arch base workers seed lr"
-  local arch base seed lr n dir
+  # every run the options ask for, one a line: "dir arch base workers seed overrides..."
+  local arch base seed n dir suffix overrides
   for arch in $archs; do
     for base in $(base_strategies); do
       for n in $(workers_of "$base"); do
         for seed in $seeds; do
-          for lr in ${lrs:-default}; do
+          while read -r suffix overrides; do
             dir=$nnet_dir/${arch}_${base}
             [ "$base" = single ] || dir=${dir}_n$n
             dir=${dir}_s$seed
-            [ "$lr" = default ] || dir=${dir}_lr$lr
-            echo "$dir $arch $base $n $seed $lr"
-          done
+            [ "$suffix" = - ] || dir=$dir$suffix
+            echo "$dir $arch $base $n $seed $overrides"
+          done < <(grid_points "$base")
         done
       done
     done
@@ -150,21 +158,27 @@ averaging_opts() {
   [ ${#args[@]} -eq 0 ] || emasr averaging-opts "${args[@]}"
 }
 
+# each rule's grid points, read once (and the grid checked before any work)
+declare -A grid_of_rule
+for base in $(base_strategies); do
+  grid_of_rule[$base]=$(emasr tuning-grid --grid "$grid" "$base")
+done
+
 if stage_on 1; then
   log "training: archs '$archs', runs '$(base_strategies)', seeds '$seeds'"
   eval "train_extra=($nnet_train_opts)"   # the options may quote their own values
   mkdir -p "$nnet_dir"
   nnet_runs > "$nnet_dir/runs.list"
-  while read -r dir arch base workers seed lr; do
+  while read -r dir arch base workers seed grid_opts; do
     if [ -f "$dir/.done" ]; then
       log "$dir: trained already ($dir/.done); skipped"
       continue
     fi
-    [ "$lr" = default ] && lr=
     ma_opts=
     [ "$base" = ma ] && [ "$ma_lr_times_workers" = true ] && ma_opts="sync.lr_times_workers=true"
-    set_opts="train.init_seed=$seed data.seed=$seed ${lr:+train.lr=$lr} $nnet_opts"
-    set_opts="$set_opts $(arch_overrides "$arch") $ma_opts $(averaging_opts "$base")"
+    # the grid point last: it is what the run searches
+    set_opts="train.init_seed=$seed data.seed=$seed $nnet_opts $(arch_overrides "$arch") $ma_opts"
+    set_opts="$set_opts $(averaging_opts "$base") $grid_opts"
     mkdir -p "$dir"
     # decodes of an earlier model in this dir are not decodes of the one trained now
     rm -f "$dir"/decode_*/.done

@@ -7,7 +7,9 @@ set -euo pipefail
 # Begin configuration section.
 cmd=run.pl      # job launcher for the torchrun job, e.g. "$cuda_cmd" from cmd.sh on a cluster
 nnet_config=    # YAML config, e.g. conf/nnet/dnn.yaml (defaults fill the rest)
-num_workers=1   # workers on this node (N: what the sync rules count)
+num_workers=1   # workers on each node (N: what the sync rules count, times --num-nodes)
+num_nodes=1     # nodes: one torchrun agent on each, a c10d rendezvous on the first
+                # (steps/nnet/torchrun_nodes.sh; the --cmd launcher is given --num-nodes)
 workers_per_process=  # K: workers trained side by side in each process (dist.workers_per_process);
                 # torchrun starts N / K processes (default: --set-opts' value, else 1)
 strategy=       # single | ma | bmuf (default: the config's)
@@ -21,8 +23,9 @@ max_restarts=0  # torchrun --max-restarts: restart the worker group this many ti
                 # fails; a restarted group resumes from the latest complete checkpoint
 trans_mdl=      # Kaldi final.mdl of the alignments (e.g. exp/tri3_ali/final.mdl): copied with its
                 # tree to <exp-dir> so steps/nnet/decode.sh finds the TransitionModel there
-torchrun_opts=  # passed to torchrun before the script, e.g. "--nnodes 2 --rdzv-backend c10d
-                # --rdzv-endpoint host:29400 --rdzv-id job1" for several nodes (replaces --standalone)
+torchrun_opts=  # torchrun options of your own for several nodes, e.g. "--nnodes 2 --rdzv-backend
+                # c10d --rdzv-endpoint host:29400 --rdzv-id job1" (replace --standalone; a job
+                # that starts this same command on every node; --num-nodes does all of it)
 # End configuration section.
 
 help_message="Usage: $0 [options] <targets-dir> <train-data-dir> <dev-data-dir> <exp-dir>
@@ -33,7 +36,10 @@ Writes <exp-dir>/final.pt (and ema.pt with an EMA), checkpoints, metrics.jsonl, 
 <exp-dir>/log/train.log.
 Options:
   --nnet-config FILE              YAML config (conf/nnet/dnn.yaml); defaults fill the rest
-  --num-workers N                 synchronous workers on this node (default $num_workers)
+  --num-workers N                 synchronous workers on each node (default $num_workers)
+  --num-nodes M                   M nodes of N workers: one job of M nodes through --cmd
+                                  (slurm.pl: sbatch --nodes M, srun on each), or M agents
+                                  here with run.pl (default $num_nodes)
   --workers-per-process K         K of them in each process, batched (N / K processes; K | N)
   --strategy single|ma|bmuf       synchronization (default: the config's)
   --block-size TAU                minibatches between syncs
@@ -43,7 +49,8 @@ Options:
   --resume true                   continue from the latest complete checkpoint
   --max-restarts N                restart the worker group N times after a worker fails
   --trans-mdl ALI/final.mdl       the alignments' Kaldi model (copied with its tree to <exp-dir>)
-  --torchrun-opts '...'           torchrun options for several nodes (replace --standalone)
+  --torchrun-opts '...'           your own torchrun options for several nodes (replace
+                                  --standalone; not with --num-nodes)
   --cmd CMD                       job launcher (default run.pl)"
 
 . "$(dirname "$0")/../../utils/parse_options.sh"
@@ -56,7 +63,15 @@ targets=$1; train_data=$2; dev_data=$3; dir=$4
 lock_dirs "$dir"
 
 if ! [[ $num_workers =~ ^[0-9]+$ ]] || [ "$num_workers" -lt 1 ]; then
-  echo "$0: --num-workers must be a positive integer (workers on this node), got '$num_workers'" >&2
+  echo "$0: --num-workers must be a positive integer (workers on each node), got '$num_workers'" >&2
+  exit 1
+fi
+if [ "$num_nodes" -lt 1 ]; then
+  echo "$0: --num-nodes must be a positive integer, got '$num_nodes'" >&2; exit 1
+fi
+if [ "$num_nodes" -gt 1 ] && [ -n "$torchrun_opts" ]; then
+  echo "$0: give --num-nodes or --torchrun-opts, not both (--num-nodes sets torchrun's nodes" \
+    "and rendezvous)" >&2
   exit 1
 fi
 # K from --workers-per-process, or from --set-opts; --num-workers keeps counting workers (N)
@@ -111,14 +126,20 @@ for kv in $set_opts; do args+=(--set "$kv"); done
 [ -n "$workers_per_process" ] && args+=(--set "dist.workers_per_process=$workers_per_process")
 [ "$resume" = true ] && args+=(--resume)
 
-# A restarted worker group must not read the previous group's rendezvous keys (stale gloo/NCCL
-# addresses: "connectFullMesh failed ... Connection refused"; pytorch issue 135712): give each
-# rendezvous round its own store instead of sharing torchrun's.
-export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
-# the trainer checks that K x processes is N (a K from --nnet-config would otherwise change N)
-export EMASR_NUM_WORKERS=$num_workers
+# The job's environment, set on its command line: a scheduler's job does not inherit this shell's
+# (slurm.pl exports only PATH). A restarted worker group must not read the previous group's
+# rendezvous keys (stale gloo/NCCL addresses: "connectFullMesh failed ... Connection refused";
+# pytorch issue 135712): each rendezvous round gets its own store instead of sharing torchrun's.
+# The trainer checks that K x processes is N (a K from --nnet-config would otherwise change N).
+job_env=(env TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 EMASR_NUM_WORKERS="$num_workers")
 launcher=(python -m torch.distributed.run --max-restarts "$max_restarts")
-if [ -n "$torchrun_opts" ]; then
+job_opts=()
+if [ "$num_nodes" -gt 1 ]; then
+  # one job of M nodes (the launcher's --num-nodes), one agent per node, the same command on each
+  launcher=("$(dirname "$0")/torchrun_nodes.sh" "$num_nodes" --max-restarts "$max_restarts"
+            --nproc-per-node "$processes")
+  job_opts=(--num-nodes "$num_nodes")
+elif [ -n "$torchrun_opts" ]; then
   # shellcheck disable=SC2206
   launcher+=($torchrun_opts --nproc-per-node "$processes")
 else
@@ -127,8 +148,9 @@ fi
 # torchrun runs `emasr train` (via the module, so the venv's emasr is used) once per worker.
 launcher+=(--module emasr.cli train "${args[@]}" "$targets" "$train_data" "$dev_data" "$dir")
 
-log "training with $num_workers worker(s) in $processes process(es); log in $dir/log/train.log"
-$cmd "$dir/log/train.log" "${launcher[@]}"
+log "training with $num_workers worker(s) in $processes process(es)$([ "$num_nodes" -eq 1 ] ||
+  echo " on each of $num_nodes nodes"); log in $dir/log/train.log"
+$cmd ${job_opts[@]+"${job_opts[@]}"} "$dir/log/train.log" "${job_env[@]}" "${launcher[@]}"
 # the averaged models beside the global one (ema.pt, or ema_<frames>.pt for several half-lives)
 averaged=$(cd "$dir" && ls ema.pt ema_*.pt avg.pt lastk.pt 2> /dev/null | paste -sd' ' || true)
 log "trained $dir/final.pt${averaged:+ and ${averaged// /, }}"

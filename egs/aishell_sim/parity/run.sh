@@ -6,12 +6,14 @@
 #                         one-worker run (parity/tau4/, parity/eta075/)
 #   parity/run.sh P3a     the 8-layer DNN (8x512), 8 epochs, one worker with its EMAs and average
 #                         (exp/parity_dnn8, the tuned baselines' pieces add their grids beside it)
+#   parity/run.sh P3b     MA-8 of the 8-layer DNN at 1x, 2x, 4x and 8x the rate, the best on dev
+#   parity/run.sh P3c     BMUF-8 of the 8-layer DNN at block momentum 1 - 1/8, 0.75 and 0.5
 # A piece whose runs and decodes exist (their .done markers) skips them, so a killed piece resumes
 # when called again. Each finished piece appends one line to parity/pieces.log: the piece, its
 # command, wall time, machine, commit and the sha256 of the network targets and training features.
 set -euo pipefail
 
-help_message="Usage: $0 <piece>   (P0 P1 P2 P3a; the pieces are described in PLAN.md)"
+help_message="Usage: $0 <piece>   (P0 P1 P2 P3a P3b P3c; the pieces are described in PLAN.md)"
 . "$(dirname "$0")/../utils/parse_options.sh"
 [ $# -eq 1 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
 piece=$1
@@ -23,6 +25,10 @@ common=(--workers-per-process 8 --num-workers 8 --ema-half-life-frames 100000,40
 # P3 on: the paper's 8-layer DNN at 8 epochs (P1's dev frame accuracy peaked at epochs 7-8 for
 # both one worker and BMUF-8, and the dev loss rose after 6), all its runs in one network dir
 dnn8=(--nnet-dir exp/parity_dnn8 --archs dnn --dnn-opts model.hidden_layers=8 --epochs 8)
+# the baselines' grids (emasr tuning-grid), each piece's report over every row trained so far
+ma_grid="ma: train.lr=0.1,0.2,0.4,0.8"   # 1x to 8x the one-worker rate (Kaldi's N x rule at 8x)
+bmuf_grid="bmuf: sync.block_momentum=0.875,0.75,0.5"
+rows() { for rule in "$@"; do printf '%s ' "$rule" "$rule+ema" "$rule+avg"; done; }
 
 . utils/lib/recipe.sh   # archive_sha256 (and the recipe's log lines and traps)
 
@@ -44,10 +50,16 @@ case $piece in
         --results "parity/$name/RESULTS.md" \
         --title "Parity probe, BMUF-8 at ${setting#*:}: DNN 3x512, 12 epochs"
     done ;;
-  P3a) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${dnn8[@]}" \
-         --strategies "single single+ema single+avg" \
-         --results parity/dnn8/RESULTS.md --title "Tuned baselines: DNN 8x512, 8 epochs" ;;
-  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2 or P3a: PLAN.md)" >&2; exit 1 ;;
+  P3a|P3b|P3c)
+    case $piece in
+      P3a) strategies=$(rows single) grid= ;;
+      P3b) strategies=$(rows single ma) grid=$ma_grid ;;
+      P3c) strategies=$(rows single ma bmuf) grid="$ma_grid; $bmuf_grid" ;;
+    esac
+    ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${dnn8[@]}" --strategies "$strategies" \
+      --grid "$grid" --ma-lr-times-workers false \
+      --results parity/dnn8/RESULTS.md --title "Tuned baselines: DNN 8x512, 8 epochs" ;;
+  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2, P3a, P3b or P3c: PLAN.md)" >&2; exit 1 ;;
 esac
 
 log=parity/pieces.log

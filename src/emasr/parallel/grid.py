@@ -54,6 +54,9 @@ option num_threads=1 --cpus-per-task 1 --ntasks-per-node=1
 default gpu=0
 option gpu=0
 option gpu=* --gres=gpu:$0
+default num_nodes=1
+option num_nodes=1
+option num_nodes=* --nodes $0   # a job of several nodes (steps/nnet/train.sh --num-nodes)
 # --max-jobs-run K becomes the array's %K throttle; it needs no line here.
 """
 
@@ -81,6 +84,11 @@ class Scheduler:
         """True/False, or None when the scheduler cannot be asked (no status command)."""
         raise NotImplementedError
 
+    def cancellation(self, task_log: str, queue_log: str) -> str | None:
+        """Why the scheduler ended a failed task, where it says so in the queue log: '(Slurm job
+        11, node n2) was cancelled at ... (time limit)'; None when it says nothing."""
+        return None
+
 
 class GridEngine(Scheduler):
     def output_args(self, queue_log: str) -> list[str]:
@@ -97,6 +105,13 @@ class GridEngine(Scheduler):
                               stderr=subprocess.DEVNULL).returncode == 0
 
 
+# the header line of a task's log (emasr.parallel.task.where_running) and slurmstepd's line in the
+# queue log when Slurm ends a job: "*** JOB 11 ON n2 CANCELLED AT 2026-12-06T09:35:55 DUE TO TIME
+# LIMIT ***" (no reason: scancel or an administrator)
+SLURM_TASK_HEADER = re.compile(r"^# Running on .*\(Slurm job (\d+)(?:, node (\S+))?\)$")
+SLURM_CANCELLED = r"\*\*\* JOB {job} ON (\S+) CANCELLED AT (\S+)(?: DUE TO (.+?))? \*\*\*"
+
+
 class Slurm(Scheduler):
     def output_args(self, queue_log: str) -> list[str]:
         return ["--open-mode=append", "-e", queue_log, "-o", queue_log]
@@ -109,6 +124,28 @@ class Slurm(Scheduler):
             return None
         out = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True)
         return out.returncode == 0 and out.stdout.strip() != ""
+
+    def cancellation(self, task_log: str, queue_log: str) -> str | None:
+        job = _first_match(task_log, SLURM_TASK_HEADER)
+        if job is None:
+            return None
+        line = _first_match(queue_log, re.compile(SLURM_CANCELLED.format(job=job.group(1))))
+        if line is None:
+            return None
+        node, when, reason = line.groups()
+        why = f"due to {reason.lower()}" if reason else "by scancel or an administrator"
+        return f"(Slurm job {job.group(1)} on {node}) was cancelled at {when} {why}"
+
+
+def _first_match(path: str, pattern: re.Pattern) -> re.Match | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if match := pattern.search(line.rstrip("\n")):
+                    return match
+    except OSError:
+        pass
+    return None
 
 
 SCHEDULERS = {
@@ -185,8 +222,13 @@ def run_grid(scheduler: Scheduler, request: LaunchRequest, tasks: list[Task],
 
     with signals_handled(cancel):
         submitted.append(submit_job(scheduler, submit, paths.queue_log, request.sync))
-        return wait_for_tasks(scheduler, submitted[0], tasks, paths.status_prefix,
-                              check_interval, vanish_grace, max_poll)
+        codes = wait_for_tasks(scheduler, submitted[0], tasks, paths.status_prefix,
+                               check_interval, vanish_grace, max_poll)
+    for task, code in codes.items():
+        if code != 0 and (why := scheduler.cancellation(task.log, paths.queue_log)):
+            print(f"{scheduler.prog}: task {task.id if task.id is not None else ''} {why}; log is "
+                  f"in {task.log}", file=sys.stderr)
+    return codes
 
 
 def write_job_script(scheduler: Scheduler, request: LaunchRequest, ids: list[int | None],
@@ -238,10 +280,12 @@ def submit_job(scheduler: Scheduler, submit: list[str], queue_log: str, sync: bo
                   f"{pause:g} seconds", file=sys.stderr)
             time.sleep(pause)
             continue
-        tail = "\n".join(output.splitlines()[-10:])
-        raise LaunchError(f"error submitting jobs to the queue (return status {out.returncode}); "
-                          f"queue log is {queue_log}, command was: {shlex.join(submit)}\n"
-                          f"output was:\n{tail}")
+        with open(queue_log, "a", encoding="utf-8") as f:
+            f.write(f"# {scheduler.prog}: the submit command was: {shlex.join(submit)}\n")
+        said = ([line for line in output.splitlines() if "error" in line.lower()]
+                or output.splitlines() or ["(no output)"])[-1].strip()
+        raise LaunchError(f"error submitting jobs to the queue (return status {out.returncode}): "
+                          f"{said} (the command and its output are in {queue_log})")
     raise AssertionError("unreachable")
 
 

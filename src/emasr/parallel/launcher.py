@@ -38,10 +38,10 @@ EMASR_ERROR = re.compile(r"(?:\[[^\]]*\]:?\s*)?(Error: .*)")
 def last_error_line(log: str) -> str | None:
     """The log's first `Error: ` line (emasr's: the cause, where a wrapper such as torchrun adds
     its own traceback after it), else its last line that looks like an error (Kaldi users grep for
-    ERROR), else its last line of output; the launcher's own '# ...' lines are not the job's."""
+    ERROR), else its last line of output; the launcher's own '#' lines are not the job's."""
     try:
         with open(log, encoding="utf-8", errors="replace") as f:
-            lines = [line.strip() for line in f if line.strip() and not line.startswith("# ")]
+            lines = [line.strip() for line in f if line.strip() and not line.startswith("#")]
     except OSError:
         return None
     own = [m.group(1) for line in lines if (m := EMASR_ERROR.fullmatch(line))]

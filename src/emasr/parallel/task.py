@@ -98,6 +98,18 @@ sys.exit(code)
 """
 
 
+def where_running() -> str:
+    """This host, and the scheduler's job and node where there is one: what a job log's header
+    says, so a failure can be matched with the scheduler's own account of the job."""
+    where = socket.gethostname()
+    job = os.environ.get("SLURM_JOB_ID") or os.environ.get("JOB_ID")
+    node = os.environ.get("SLURMD_NODENAME")
+    if job:
+        scheduler = "Slurm" if "SLURM_JOB_ID" in os.environ else "GridEngine"
+        where += f" ({scheduler} job {job}{f', node {node}' if node else ''})"
+    return where
+
+
 def run_task(command: str, log: str, threads: int = 1, show_host: bool = False,
              running: RunningJobs | None = None) -> int:
     """Run `command` with bash, output appended to `log` between Kaldi's header and footer.
@@ -109,7 +121,7 @@ def run_task(command: str, log: str, threads: int = 1, show_host: bool = False,
     with open(log, "w", encoding="utf-8", errors="surrogateescape") as f:
         f.write(f"# {command}\n# Started at {kaldi_date()}\n")
         if show_host:
-            f.write(f"# Running on {socket.gethostname()}\n")
+            f.write(f"# Running on {where_running()}\n")
         f.write("#\n")
     start = time.time()
     with open(log, "ab") as out:
@@ -122,6 +134,8 @@ def run_task(command: str, log: str, threads: int = 1, show_host: bool = False,
                                 stderr=subprocess.STDOUT, start_new_session=running is not None)
         if running is not None:
             running.add(proc)
+        else:
+            forward_stop_signals(proc)
         try:
             returncode = proc.wait()
         finally:
@@ -134,6 +148,19 @@ def run_task(command: str, log: str, threads: int = 1, show_host: bool = False,
         f.write(f"# Accounting: time={elapsed} threads={threads}\n")
         f.write(f"# Ended ({code}) at {kaldi_date()}, elapsed time {elapsed} seconds\n")
     return 128 + signum if signum else returncode
+
+
+def forward_stop_signals(proc: subprocess.Popen) -> None:
+    """In a scheduler's job: a SIGTERM or SIGINT (scancel, a time limit, qdel with notify) goes to
+    the command, and this runner lives on to write the log's footer and the status file; the
+    scheduler's SIGKILL after its grace period ends both."""
+    def forward(signum, frame):
+        try:
+            proc.send_signal(signum)
+        except ProcessLookupError:
+            pass
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, forward)
 
 
 def logged_exit_code(log: str) -> int | None:

@@ -22,16 +22,11 @@ import yaml
 from emasr.nnet import config as configs, regime as regimes
 from emasr.nnet.averages import AVERAGED_MODELS, family, kept_models
 from emasr.nnet.sync import RULES
+from emasr.nnet.tuning import TUNED_SETTINGS
 from emasr.report.metrics import TrainingMetrics, read_metrics
 from emasr.report.scoring import ScoredDecode, ScoringError, read_decode_dir
 
 logger = logging.getLogger(__name__)
-
-# The settings a grid of runs may vary for one table row (the best on dev is reported): the rate,
-# Kaldi's N x rate for MA, BMUF's block momentum, block learning rate and warm-up.
-TUNED_SETTINGS = ("train.lr", "sync.lr_times_workers", "sync.block_momentum", "sync.block_lr",
-                  "sync.warmup_blocks", "sync.nesterov")
-
 
 def parse_label(label: str) -> tuple[str, str]:
     """A row label -> (sync rule, model): 'bmuf+ema' -> ('bmuf', 'ema'), 'ma' -> ('ma', 'final');

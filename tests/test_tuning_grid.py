@@ -1,0 +1,57 @@
+"""The tuning grid (emasr.nnet.tuning): a spec per sync rule -> one run per point, each named by
+its values, and the experiment driver trains exactly those runs."""
+import pytest
+from click.testing import CliRunner
+
+from emasr.nnet.sync import RULES
+from emasr.nnet.tuning import GridError, grid_points, parse_grid, tuning_grid_cli
+
+
+def points(spec, rule):
+    return grid_points(parse_grid(spec, RULES).get(rule, []))
+
+
+def test_an_entry_is_the_product_of_its_values():
+    assert points("bmuf: sync.block_momentum=0.875,0.75 sync.warmup_blocks=0,12", "bmuf") == [
+        ("_eta0.875_warmup0", ["sync.block_momentum=0.875", "sync.warmup_blocks=0"]),
+        ("_eta0.875_warmup12", ["sync.block_momentum=0.875", "sync.warmup_blocks=12"]),
+        ("_eta0.75_warmup0", ["sync.block_momentum=0.75", "sync.warmup_blocks=0"]),
+        ("_eta0.75_warmup12", ["sync.block_momentum=0.75", "sync.warmup_blocks=12"]),
+    ]
+
+
+def test_a_rule_named_twice_searches_the_union_once_per_point():
+    spec = ("ma: train.lr=0.1,0.4; bmuf: sync.block_momentum=0.875,0.75; "
+            "bmuf: sync.block_momentum=0.75 sync.warmup_blocks=12; bmuf: sync.block_momentum=0.75")
+    assert [suffix for suffix, _ in points(spec, "bmuf")] == [
+        "_eta0.875", "_eta0.75", "_eta0.75_warmup12"]
+    assert points(spec, "ma") == [("_lr0.1", ["train.lr=0.1"]), ("_lr0.4", ["train.lr=0.4"])]
+
+
+def test_a_rule_without_an_entry_runs_once_unnamed():
+    assert points("ma: train.lr=0.1,0.4", "single") == [("", [])]
+    assert points("", "bmuf") == [("", [])]
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("sgd: train.lr=0.1", "a rule among"),
+    ("ma train.lr=0.1", "a rule among"),
+    ("ma: model.hidden_dim=512", "a key among"),
+    ("ma: train.lr", "is not key=v"),
+    ("ma: train.lr=0.1,", "is not key=v"),
+    ("ma: train.lr=0.1 train.lr=0.2", "names train.lr twice"),
+    ("ma:", "names no setting"),
+])
+def test_a_bad_spec_names_its_entry(spec, expected):
+    with pytest.raises(GridError, match=expected):
+        parse_grid(spec, RULES)
+
+
+def test_cli_prints_suffix_and_overrides_and_refuses_a_bad_spec():
+    runner = CliRunner()
+    out = runner.invoke(tuning_grid_cli, ["--grid", "ma: train.lr=0.1,0.4", "ma"])
+    assert out.exit_code == 0 and out.output == "_lr0.1 train.lr=0.1\n_lr0.4 train.lr=0.4\n"
+    out = runner.invoke(tuning_grid_cli, ["--grid", "ma: train.lr=0.1,0.4", "bmuf"])
+    assert out.exit_code == 0 and out.output == "-\n"
+    out = runner.invoke(tuning_grid_cli, ["--grid", "ma: lr=0.1", "ma"])
+    assert out.exit_code == 2 and "'lr=0.1' is not key=v" in out.output
