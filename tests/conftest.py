@@ -63,6 +63,20 @@ def yesno() -> Path:
     return YESNO
 
 
+def find_process(cmdline_has: list[bytes], environ_has: list[bytes]) -> int | None:
+    """The pid of a process whose argv has every word of `cmdline_has` and whose environment has
+    every VAR=value of `environ_has` (from /proc), or None."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if all(w in cmdline for w in cmdline_has) and all(v in environ for v in environ_has):
+            return int(pid)
+    return None
+
+
 def run_script(args: list[str], cwd: str | os.PathLike | None = None, env: dict | None = None,
                check: bool = False) -> subprocess.CompletedProcess:
     """Run a shell step with the repository's utils/ and steps/ on PATH, capturing its output."""

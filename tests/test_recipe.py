@@ -166,19 +166,22 @@ def test_aishell_requires_unpacking_the_tarballs(tmp_path):
     assert "speaker tarballs" in result.stdout and "--extract true" in result.stdout
 
 
-def test_a_worker_list_trains_each_strategy_at_each_count(tmp_path):
+def test_a_worker_list_and_a_grid_train_each_strategy_at_each_count_and_point(tmp_path):
     # no targets yet: stage 8 lists its runs, then stops at the missing input
     recipe = recipe_copy(tmp_path, "aishell_sim")
     result = run_script([str(recipe / "run.sh"), "--profile", "tiny", "--stage", "8",
                          "--stop-stage", "8", "--archs", "dnn", "--num-workers", "2 4",
-                         "--strategies", "single single+ema ma bmuf+avg"])
+                         "--strategies", "single single+ema ma bmuf+avg",
+                         "--grid", "ma: train.lr=0.1,0.4"])
     assert result.returncode == 1 and "expected file exp/nnet/targets" in result.stdout + result.stderr
     runs = [line.split() for line in (recipe / "exp/nnet/runs.list").read_text().splitlines()]
-    assert runs == [["exp/nnet/dnn_single_s1", "dnn", "single", "1", "1", "default"],
-                    ["exp/nnet/dnn_ma_n2_s1", "dnn", "ma", "2", "1", "default"],
-                    ["exp/nnet/dnn_ma_n4_s1", "dnn", "ma", "4", "1", "default"],
-                    ["exp/nnet/dnn_bmuf_n2_s1", "dnn", "bmuf", "2", "1", "default"],
-                    ["exp/nnet/dnn_bmuf_n4_s1", "dnn", "bmuf", "4", "1", "default"]]
+    assert runs == [["exp/nnet/dnn_single_s1", "dnn", "single", "1", "1"],
+                    ["exp/nnet/dnn_ma_n2_s1_lr0.1", "dnn", "ma", "2", "1", "train.lr=0.1"],
+                    ["exp/nnet/dnn_ma_n2_s1_lr0.4", "dnn", "ma", "2", "1", "train.lr=0.4"],
+                    ["exp/nnet/dnn_ma_n4_s1_lr0.1", "dnn", "ma", "4", "1", "train.lr=0.1"],
+                    ["exp/nnet/dnn_ma_n4_s1_lr0.4", "dnn", "ma", "4", "1", "train.lr=0.4"],
+                    ["exp/nnet/dnn_bmuf_n2_s1", "dnn", "bmuf", "2", "1"],
+                    ["exp/nnet/dnn_bmuf_n4_s1", "dnn", "bmuf", "4", "1"]]
     # the first run asks for its EMA (single+ema) and nothing else
     train_sh = next(l for l in result.stdout.splitlines() if "running: steps/nnet/train.sh" in l)
     assert "average.ema_half_life_frames=1500" in train_sh
@@ -201,7 +204,7 @@ def test_per_arch_options_and_the_network_dir_reach_the_runs(tmp_path):
     assert set_opts.index("model.hidden_layers=2") < set_opts.index("model.hidden_layers=8")
 
 
-def test_workers_per_process_reach_the_parallel_runs_and_divide_every_count(tmp_path):
+def test_workers_per_process_and_nodes_reach_the_parallel_runs_and_divide_every_count(tmp_path):
     recipe = recipe_copy(tmp_path, "aishell_sim")
     stage8 = [str(recipe / "run.sh"), "--profile", "tiny", "--stage", "8", "--stop-stage", "8",
               "--archs", "dnn"]
@@ -215,3 +218,12 @@ def test_workers_per_process_reach_the_parallel_runs_and_divide_every_count(tmp_
                              "--strategies", strategies])
         assert "expected file exp/nnet/targets" in result.stdout + result.stderr
         assert f"--workers-per-process {k} " in result.stdout, strategies
+    # M nodes: N / M workers on each; one worker's run stays on one node
+    result = run_script([*stage8, "--num-workers", "2 3", "--num-nodes", "2"])
+    assert result.returncode == 1
+    assert "--num-nodes '2': expected a number of nodes that divides every" in result.stdout
+    result = run_script([*stage8, "--num-workers", "4", "--num-nodes", "2",
+                         "--strategies", "single bmuf"])
+    assert "--num-workers 1 --num-nodes 1 " in result.stdout
+    assert "expected file exp/nnet/targets" in result.stdout + result.stderr
+

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from emasr.nnet import checkpoint
-from conftest import REPO
+from conftest import REPO, find_process
 from nnet_synthetic import TINY_DNN, make_problem
 
 # Enough blocks that a kill after the first checkpoint lands well before the end; a checkpoint
@@ -53,16 +53,7 @@ def finish(proc, timeout=240):
 
 def worker_pid(exp, rank):
     """The pid of the `emasr train` process of `rank` training into `exp` (from /proc)."""
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-            environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if str(exp).encode() in cmdline and b"emasr.cli" in cmdline \
-                and f"RANK={rank}".encode() in environ:
-            return int(pid)
-    return None
+    return find_process([str(exp).encode(), b"emasr.cli"], [f"RANK={rank}".encode()])
 
 
 def wait_for(condition, proc, timeout=120, what="condition"):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO, run_script
+from conftest import REPO, find_process, run_script
 from emasr.nnet import checkpoint
 from emasr.parallel.grid import SCHEDULERS
 
@@ -48,6 +48,7 @@ def test_an_array_runs_on_both_nodes_throttled_with_kaldi_logs(slurm, tmp_path):
     assert result.returncode == 0, result.stderr
     submit = (tmp_path / "exp/q/a.sh").read_text().splitlines()[-1]
     assert "--array=1-2%1" in submit and "--mem-per-cpu 100M" in submit
+    assert "--cpus-per-task 1" in submit
     spans = []
     for task in (1, 2):
         log = (tmp_path / f"exp/log/a.{task}.log").read_text()
@@ -190,18 +191,10 @@ def test_two_agents_on_this_machine_equal_one_node_of_four(one_node_of_four):
 
 
 def worker_on_node(exp: str, node: str) -> int | None:
-    """The pid of a training worker (not an agent) that Slurm started on `node` for `exp` (as
-    given on train.sh's command line)."""
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-            environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if exp.encode() in cmdline and b"emasr.cli" in cmdline \
-                and b"LOCAL_RANK=0" in environ and f"SLURMD_NODENAME={node}".encode() in environ:
-            return int(pid)
-    return None
+    """The pid of a training worker (not an agent: it has a LOCAL_RANK) that Slurm started on
+    `node` for `exp` (as given on train.sh's command line)."""
+    return find_process([exp.encode(), b"emasr.cli"],
+                        [b"LOCAL_RANK=0", f"SLURMD_NODENAME={node}".encode()])
 
 
 @pytest.mark.timeout(600)

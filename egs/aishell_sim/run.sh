@@ -31,6 +31,8 @@ num_workers=        # training workers of ma/bmuf runs, a list: "2 4 8" trains e
                     # single runs use 1 (default: per profile)
 workers_per_process=1  # K: the ma/bmuf runs' workers, K to a process, trained as one batched
                     # computation (dist.workers_per_process; N / K processes; K divides every N)
+num_nodes=1         # M: the ma/bmuf runs on M nodes, N / M workers on each, one job through
+                    # cuda_cmd (steps/nnet/train.sh --num-nodes; slurm.pl: sbatch --nodes M)
 archs="dnn lstm"
 # the table's rows: a sync rule (single, ma, bmuf), optionally +<averaged model> (ema: the paper's
 # EMA; avg: cumulative average; lastk: average of the last k epochs), decoded from the same run
@@ -100,6 +102,8 @@ Options:
                                 small: 8, large: 8)
   --workers-per-process K       the MA and BMUF runs' workers K to a process, batched (virtual
                                 workers, docs/training.md; K must divide each N; default 1)
+  --num-nodes M                 the MA and BMUF runs on M nodes, N / M workers on each, one job
+                                of M nodes through cuda_cmd (docs/recipe.md; default 1)
   --archs 'dnn lstm'            network architectures
   --strategies 'single single+ema ... bmuf+lastk'   the table's rows (default: per profile)
                                 single = 1 worker; X+ema, X+avg, X+lastk decode the EMA, the
@@ -251,10 +255,13 @@ case "$gmm_topology" in
   skip) : "${nnet_tree_leaves:=0}" ;;
   *) log "--gmm-topology '$gmm_topology': expected kaldi or skip"; exit 1 ;;
 esac
-for n in $num_workers; do   # every N of the list in processes of K workers, checked before any work
-  [[ $workers_per_process =~ ^[1-9][0-9]*$ ]] && [ $((n % workers_per_process)) -eq 0 ] || \
+for n in $num_workers; do   # every N on M nodes in processes of K workers, checked before any work
+  [[ $num_nodes =~ ^[1-9][0-9]*$ ]] && [ $((n % num_nodes)) -eq 0 ] || \
+    { log "--num-nodes '$num_nodes': expected a number of nodes that divides every" \
+          "--num-workers ('$num_workers')"; exit 1; }
+  [[ $workers_per_process =~ ^[1-9][0-9]*$ ]] && [ $((n / num_nodes % workers_per_process)) -eq 0 ] || \
     { log "--workers-per-process '$workers_per_process': expected a number of workers that" \
-          "divides every --num-workers ('$num_workers')"; exit 1; }
+          "divides every --num-workers ('$num_workers') on each of --num-nodes $num_nodes"; exit 1; }
 done
 [[ $nnet_tree_leaves =~ ^[0-9]+$ ]] || \
   { log "--nnet-tree-leaves '$nnet_tree_leaves': expected a number of leaves (0: none)"; exit 1; }
@@ -472,7 +479,8 @@ if stage_on 8 || stage_on 9 || stage_on 10; then
   done
   run steps/nnet/experiment.sh --stage "$first" --stop-stage "$last" --archs "$archs" \
     --strategies "$strategies" --num-workers "$num_workers" \
-    --workers-per-process "$workers_per_process" --seeds "$seeds" --grid "$grid" \
+    --workers-per-process "$workers_per_process" --num-nodes "$num_nodes" --seeds "$seeds" \
+    --grid "$grid" \
     --epochs "$epochs" --block-size "$block_size" --averaging "$averaging" \
     --ma-lr-times-workers "$ma_lr_times_workers" --nnet-opts "$nnet_opts" \
     --arch-opts "$arch_opts" --controls-decoded-at "$controls_decoded_at" \

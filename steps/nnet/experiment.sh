@@ -16,6 +16,7 @@ archs="dnn lstm"
 strategies=         # the table's rows: a sync rule, optionally +<averaged model> (required)
 num_workers=2       # workers of the parallel runs, a list: "2 4 8" trains each at every N
 workers_per_process=1  # K: the parallel runs' workers, K to a process (K divides every N)
+num_nodes=1         # M: the parallel runs' nodes, N / M workers on each (train.sh --num-nodes)
 seeds=1
 grid=               # settings searched on dev per rule (emasr tuning-grid): every point trained,
                     # the best on dev frame accuracy reported, e.g. "ma: train.lr=0.1,0.4"
@@ -53,6 +54,7 @@ Options:
   --strategies 'single bmuf+ema ...'  the rows: a sync rule (emasr.nnet.sync.RULES), optionally
                                 +<averaged model> (emasr.nnet.averages.AVERAGED_MODELS)
   --num-workers 'N ...' --workers-per-process K --seeds '1 2 3'
+  --num-nodes M                 the parallel runs on M nodes, N / M workers each (train.sh)
   --grid 'ma: train.lr=0.1,0.4; bmuf: sync.block_momentum=0.875,0.75'  settings searched on dev,
                                 per rule (emasr tuning-grid: the settings and their dir tags)
   --epochs N --block-size TAU   the runs' epochs and tau (default: the configs')
@@ -77,10 +79,13 @@ check_stage_range
 [ -n "$strategies" ] || { log "--strategies: expected the table's rows"; exit 1; }
 # the rows' names come from the registries: checked now, not after the training
 emasr report --select --strategies "$strategies" > /dev/null
-for n in $num_workers; do   # every N in processes of K workers, checked before any work
-  [[ $workers_per_process =~ ^[1-9][0-9]*$ ]] && [ $((n % workers_per_process)) -eq 0 ] || \
+for n in $num_workers; do   # every N on M nodes in processes of K workers, checked before any work
+  [[ $num_nodes =~ ^[1-9][0-9]*$ ]] && [ $((n % num_nodes)) -eq 0 ] || \
+    { log "--num-nodes '$num_nodes': expected a number of nodes that divides every" \
+          "--num-workers ('$num_workers')"; exit 1; }
+  [[ $workers_per_process =~ ^[1-9][0-9]*$ ]] && [ $((n / num_nodes % workers_per_process)) -eq 0 ] || \
     { log "--workers-per-process '$workers_per_process': expected a number of workers that" \
-          "divides every --num-workers ('$num_workers')"; exit 1; }
+          "divides every --num-workers ('$num_workers') on each of --num-nodes $num_nodes"; exit 1; }
 done
 
 base_strategies() {
@@ -183,9 +188,10 @@ if stage_on 1; then
     # decodes of an earlier model in this dir are not decodes of the one trained now
     rm -f "$dir"/decode_*/.done
     start=$(date +%s)
+    nodes=$([ "$base" = single ] && echo 1 || echo "$num_nodes")
     run steps/nnet/train.sh --cmd "$cuda_cmd" --nnet-config "$nnet_config_dir/$arch.yaml" \
-      --num-workers "$workers" --strategy "$base" ${block_size:+--block-size "$block_size"} \
-      ${epochs:+--epochs "$epochs"} \
+      --num-workers "$((workers / nodes))" --num-nodes "$nodes" --strategy "$base" \
+      ${block_size:+--block-size "$block_size"} ${epochs:+--epochs "$epochs"} \
       --workers-per-process "$([ "$base" = single ] && echo 1 || echo "$workers_per_process")" \
       --set-opts "$set_opts" --resume true --trans-mdl "$trans_mdl" \
       ${train_extra[@]+"${train_extra[@]}"} "$targets" "$train_data" "$dev_data" "$dir" < /dev/null

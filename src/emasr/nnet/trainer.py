@@ -105,6 +105,7 @@ class Trainer:
         self.rank, self.world = init_process_group(c.dist.backend, c.dist.timeout_s,
                                                    self.device)
         self.comm = Communicator(self.world, self.rank, c.dist.timeout_s)
+        self.agree_on_resume()
         # N workers, K in each process: worker rank * K + k is the real worker of that index
         self.per_process = c.dist.workers_per_process
         self.workers = self.per_process * self.world
@@ -402,6 +403,15 @@ class Trainer:
         self.metrics_written = time.monotonic()
 
     # -- exp dir, checkpoints, final models -------------------------------------------------------
+    def agree_on_resume(self) -> None:
+        """Every rank resumes when any does. Across nodes, torchrun counts a restart only on the
+        agents whose workers failed: a node whose workers were restarted because another node's
+        failed starts them with TORCHELASTIC_RESTART_COUNT 0, and its rank 0 would otherwise
+        start afresh (removing the checkpoints) while the others resume."""
+        flag = torch.tensor([1.0 if self.resume else 0.0])
+        self.comm.all_reduce(flag, "resume agreement", op=torch.distributed.ReduceOp.MAX)
+        self.resume = bool(flag.item())
+
     def prepare_exp_dir(self) -> None:
         if self.rank == 0:
             os.makedirs(self.exp_dir, exist_ok=True)

@@ -130,12 +130,13 @@ def run_task(command: str, log: str, threads: int = 1, show_host: bool = False,
         # signals on qdel/scancel.
         args = (["bash", "-c", command] if running is None else
                 [sys.executable, "-c", SUPERVISOR, command, str(os.getpid())])
+        stops = StopForwarder() if running is None else None
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=running is not None)
         if running is not None:
             running.add(proc)
         else:
-            forward_stop_signals(proc)
+            stops.attach(proc)
         try:
             returncode = proc.wait()
         finally:
@@ -150,17 +151,31 @@ def run_task(command: str, log: str, threads: int = 1, show_host: bool = False,
     return 128 + signum if signum else returncode
 
 
-def forward_stop_signals(proc: subprocess.Popen) -> None:
+class StopForwarder:
     """In a scheduler's job: a SIGTERM or SIGINT (scancel, a time limit, qdel with notify) goes to
     the command, and this runner lives on to write the log's footer and the status file; the
-    scheduler's SIGKILL after its grace period ends both."""
-    def forward(signum, frame):
+    scheduler's SIGKILL after its grace period ends both. Installed before the command starts, so
+    a signal that comes before it is passed on as soon as it exists."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.pending: list[int] = []
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._forward)
+
+    def attach(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        for signum in self.pending:
+            self._forward(signum, None)
+
+    def _forward(self, signum, frame) -> None:
+        if self.proc is None:
+            self.pending.append(signum)
+            return
         try:
-            proc.send_signal(signum)
+            self.proc.send_signal(signum)
         except ProcessLookupError:
             pass
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, forward)
 
 
 def logged_exit_code(log: str) -> int | None:
