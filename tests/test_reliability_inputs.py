@@ -150,8 +150,8 @@ def test_train_sh_help_exits_0():
 
 
 @pytest.mark.parametrize("value, message", [
-    ("0", "--num-workers must be a positive integer (workers on this node), got '0'"),
-    ("-1", "--num-workers must be a positive integer (workers on this node), got '-1'"),
+    ("0", "--num-workers must be a positive integer (workers on each node), got '0'"),
+    ("-1", "--num-workers must be a positive integer (workers on each node), got '-1'"),
     ("two", "expected a number (or a list of numbers): --num-workers 'two'")])
 def test_train_sh_refuses_a_bad_number_of_workers(tmp_path, value, message):
     result = run_script([str(REPO / "steps/nnet/train.sh"), "--num-workers", value, "t", "a", "b",
