@@ -8,12 +8,14 @@
 #                         (exp/parity_dnn8, the tuned baselines' pieces add their grids beside it)
 #   parity/run.sh P3b     MA-8 of the 8-layer DNN at 1x, 2x, 4x and 8x the rate, the best on dev
 #   parity/run.sh P3c     BMUF-8 of the 8-layer DNN at block momentum 1 - 1/8, 0.75 and 0.5
+#   parity/run.sh P3d     BMUF-8 at block momentum 1 - 1/8 with the local rate halved and
+#                         quartered (P3c: at the one-worker rate it stalled, as MA-8 at 4x and 8x)
 # A piece whose runs and decodes exist (their .done markers) skips them, so a killed piece resumes
 # when called again. Each finished piece appends one line to parity/pieces.log: the piece, its
 # command, wall time, machine, commit and the sha256 of the network targets and training features.
 set -euo pipefail
 
-help_message="Usage: $0 <piece>   (P0 P1 P2 P3a P3b P3c; the pieces are described in PLAN.md)"
+help_message="Usage: $0 <piece>   (P0 P1 P2 P3a P3b P3c P3d; the pieces are described in PLAN.md)"
 . "$(dirname "$0")/../utils/parse_options.sh"
 [ $# -eq 1 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
 piece=$1
@@ -28,6 +30,7 @@ dnn8=(--nnet-dir exp/parity_dnn8 --archs dnn --dnn-opts model.hidden_layers=8 --
 # the baselines' grids (emasr tuning-grid), each piece's report over every row trained so far
 ma_grid="ma: train.lr=0.1,0.2,0.4,0.8"   # 1x to 8x the one-worker rate (Kaldi's N x rule at 8x)
 bmuf_grid="bmuf: sync.block_momentum=0.875,0.75,0.5"
+bmuf_lr_grid="bmuf: sync.block_momentum=0.875 train.lr=0.05,0.025"
 rows() { for rule in "$@"; do printf '%s ' "$rule" "$rule+ema" "$rule+avg"; done; }
 
 . utils/lib/recipe.sh   # archive_sha256 (and the recipe's log lines and traps)
@@ -50,16 +53,17 @@ case $piece in
         --results "parity/$name/RESULTS.md" \
         --title "Parity probe, BMUF-8 at ${setting#*:}: DNN 3x512, 12 epochs"
     done ;;
-  P3a|P3b|P3c)
+  P3a|P3b|P3c|P3d)
     case $piece in
       P3a) strategies=$(rows single) grid= ;;
       P3b) strategies=$(rows single ma) grid=$ma_grid ;;
       P3c) strategies=$(rows single ma bmuf) grid="$ma_grid; $bmuf_grid" ;;
+      P3d) strategies=$(rows single ma bmuf) grid="$ma_grid; $bmuf_grid; $bmuf_lr_grid" ;;
     esac
     ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${dnn8[@]}" --strategies "$strategies" \
       --grid "$grid" --ma-lr-times-workers false \
       --results parity/dnn8/RESULTS.md --title "Tuned baselines: DNN 8x512, 8 epochs" ;;
-  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2, P3a, P3b or P3c: PLAN.md)" >&2; exit 1 ;;
+  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2, P3a-P3d: PLAN.md)" >&2; exit 1 ;;
 esac
 
 log=parity/pieces.log
