@@ -108,7 +108,7 @@ class GridEngine(Scheduler):
 # the header line of a task's log (emasr.parallel.task.where_running) and slurmstepd's line in the
 # queue log when Slurm ends a job: "*** JOB 11 ON n2 CANCELLED AT 2026-12-06T09:35:55 DUE TO TIME
 # LIMIT ***" (no reason: scancel or an administrator)
-SLURM_TASK_HEADER = re.compile(r"^# Running on .*\(Slurm job (\d+)(?:, node (\S+))?\)$")
+SLURM_TASK_HEADER = re.compile(r"^# Running on .*\(Slurm job (\d+)(?:, node \S+)?\)$")
 SLURM_CANCELLED = r"\*\*\* JOB {job} ON (\S+) CANCELLED AT (\S+)(?: DUE TO (.+?))? \*\*\*"
 
 
