@@ -11,9 +11,11 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from conftest import REPO, run_script
 from recipe_helpers import fake_aishell, recipe_copy
+from report_synthetic import make_network_run
 
 def test_help_and_bad_options():
     run = REPO / "egs" / "aishell_sim" / "run.sh"
@@ -186,6 +188,38 @@ def test_a_worker_list_and_a_grid_train_each_strategy_at_each_count_and_point(tm
     train_sh = next(l for l in result.stdout.splitlines() if "running: steps/nnet/train.sh" in l)
     assert "average.ema_half_life_frames=1500" in train_sh
     assert "average.cumulative_start" not in train_sh
+
+
+def test_a_grid_seed_searches_the_grid_and_the_other_seeds_train_its_choice(tmp_path):
+    recipe = recipe_copy(tmp_path, "aishell_sim")
+    nnet = recipe / "exp" / "nnet"
+    # seed 1's MA grid trained, the better dev frame accuracy at lr 0.4
+    for lr, acc0 in ((0.1, 0.2), (0.4, 0.3)):
+        run = make_network_run(str(nnet), "dnn", "ma", 1, 2, False, {}, {}, lr=lr, acc0=acc0)
+        (Path(run) / ".done").write_text("1 s\n")
+    stage8 = [str(recipe / "run.sh"), "--profile", "tiny", "--stage", "8", "--stop-stage", "8",
+              "--archs", "dnn", "--num-workers", "2", "--strategies", "single ma+ema",
+              "--grid", "ma: train.lr=0.1,0.4", "--seeds", "1 2"]
+    result = run_script([*stage8, "--grid-seed", "3"])
+    assert result.returncode == 1
+    assert "--grid-seed '3': expected one of --seeds ('1 2')" in result.stdout
+    result = run_script([*stage8, "--grid-seed", "1"])
+    # no targets yet: stage 8 lists its runs, then stops at the missing input
+    assert result.returncode == 1 and "expected file exp/nnet/targets" in result.stdout + result.stderr
+    assert "exp/nnet/dnn_ma_n2_s1*: the grid point chosen on dev for the other seeds: _lr0.4" \
+        in result.stdout
+    runs = [line.split() for line in (nnet / "runs.list").read_text().splitlines()]
+    assert runs == [["exp/nnet/dnn_single_s1", "dnn", "single", "1", "1"],
+                    ["exp/nnet/dnn_single_s2", "dnn", "single", "1", "2"],
+                    ["exp/nnet/dnn_ma_n2_s1_lr0.1", "dnn", "ma", "2", "1", "train.lr=0.1"],
+                    ["exp/nnet/dnn_ma_n2_s1_lr0.4", "dnn", "ma", "2", "1", "train.lr=0.4"],
+                    ["exp/nnet/dnn_ma_n2_s2_lr0.4", "dnn", "ma", "2", "2", "train.lr=0.4"]]
+    # until the grid seed's grid is trained, the other seeds' point is unknown: not listed
+    shutil.rmtree(nnet / "dnn_ma_n2_s1_lr0.1")
+    result = run_script([*stage8, "--grid-seed", "1"])
+    runs = [line.split()[0] for line in (nnet / "runs.list").read_text().splitlines()]
+    assert runs == ["exp/nnet/dnn_single_s1", "exp/nnet/dnn_single_s2",
+                    "exp/nnet/dnn_ma_n2_s1_lr0.1", "exp/nnet/dnn_ma_n2_s1_lr0.4"]
 
 
 def test_per_arch_options_and_the_network_dir_reach_the_runs(tmp_path):

@@ -5,6 +5,8 @@ from click.testing import CliRunner
 
 from emasr.nnet.sync import RULES
 from emasr.nnet.tuning import GridError, grid_points, parse_grid, tuning_grid_cli
+from emasr.report.systems import grid, read_network_run
+from report_synthetic import make_network_run
 
 
 def points(spec, rule):
@@ -55,3 +57,14 @@ def test_cli_prints_suffix_and_overrides_and_refuses_a_bad_spec():
     assert out.exit_code == 0 and out.output == "-\n"
     out = runner.invoke(tuning_grid_cli, ["--grid", "ma: lr=0.1", "ma"])
     assert out.exit_code == 2 and "'lr=0.1' is not key=v" in out.output
+
+
+def test_a_default_block_momentum_is_the_grid_point_it_ran_at(tmp_path):
+    # one run left eta to its default (1 - 1/N = 0.5 at 2 workers), one named 0.75: the report's
+    # grid holds the values they ran at, and a run that named the default is the same point
+    runs = [make_network_run(str(tmp_path), "dnn", "bmuf", 1, 2, False, {}, {}, settings=s)
+            for s in ((), ("sync.block_momentum=0.75",))]
+    assert grid([read_network_run(r) for r in runs]) == {"sync.block_momentum": [0.5, 0.75]}
+    named = make_network_run(str(tmp_path), "dnn", "bmuf", 1, 2, False, {}, {},
+                             settings=("sync.block_momentum=0.5",))
+    assert grid([read_network_run(r) for r in (runs[0], named)]) == {}

@@ -41,6 +41,7 @@ strategies=
 seeds=              # network seeds, e.g. "1 2 3" (default: per profile)
 grid=               # settings searched on dev per rule, the best on dev frame accuracy reported
                     # (emasr tuning-grid), e.g. "ma: train.lr=0.1,0.4,0.8" (default: no grid)
+grid_seed=          # search the grid on this seed only; the other seeds train the point it chose
 epochs=             # network epochs (default: per profile)
 block_size=         # tau: minibatches between syncs (default: per profile)
 ema_half_life_frames=  # EMA half-life in training frames, or a list "30000,90000": one EMA each,
@@ -115,6 +116,8 @@ Options:
   --seeds '1 2 3'               seeds of every network run (default 1)
   --grid 'ma: train.lr=0.1,0.4; bmuf: sync.block_momentum=0.875,0.75'   settings searched on
                                 dev per rule, the best on dev frame accuracy is reported
+  --grid-seed S                 search the grid on seed S only; the other --seeds train the
+                                point chosen on S's dev frame accuracy
   --epochs N --block-size TAU --nnet-opts 'key=value ...'
   --ema-half-life-frames 'F[,F...]'  the EMA's half-life; a list keeps one EMA each, all decoded,
                                 the +ema row the one best on dev
@@ -480,7 +483,7 @@ if stage_on 8 || stage_on 9 || stage_on 10; then
   run steps/nnet/experiment.sh --stage "$first" --stop-stage "$last" --archs "$archs" \
     --strategies "$strategies" --num-workers "$num_workers" \
     --workers-per-process "$workers_per_process" --num-nodes "$num_nodes" --seeds "$seeds" \
-    --grid "$grid" \
+    --grid "$grid" --grid-seed "$grid_seed" \
     --epochs "$epochs" --block-size "$block_size" --averaging "$averaging" \
     --ma-lr-times-workers "$ma_lr_times_workers" --nnet-opts "$nnet_opts" \
     --arch-opts "$arch_opts" --controls-decoded-at "$controls_decoded_at" \

@@ -20,6 +20,8 @@ num_nodes=1         # M: the parallel runs' nodes, N / M workers on each (train.
 seeds=1
 grid=               # settings searched on dev per rule (emasr tuning-grid): every point trained,
                     # the best on dev frame accuracy reported, e.g. "ma: train.lr=0.1,0.4"
+grid_seed=          # search the grid on this seed only: the other seeds train the point chosen
+                    # there (its best dev frame accuracy) (default: every seed searches the grid)
 epochs=
 block_size=
 averaging=          # the averaged models' values, NAME=VALUE: "ema=90000 avg=0.5 lastk=2"
@@ -57,6 +59,9 @@ Options:
   --num-nodes M                 the parallel runs on M nodes, N / M workers each (train.sh)
   --grid 'ma: train.lr=0.1,0.4; bmuf: sync.block_momentum=0.875,0.75'  settings searched on dev,
                                 per rule (emasr tuning-grid: the settings and their dir tags)
+  --grid-seed S                 search the grid on seed S only (one of --seeds); the other seeds
+                                train the point chosen on S's dev frame accuracy (once S's grid
+                                is trained)
   --epochs N --block-size TAU   the runs' epochs and tau (default: the configs')
   --averaging 'ema=F avg=0.5 lastk=2'  the averaged models' values (emasr averaging-opts)
   --ma-lr-times-workers true|false  --nnet-config-dir DIR  --nnet-opts '...'
@@ -118,6 +123,23 @@ workers_of() {
   [ "$1" = single ] && echo 1 || echo $num_workers
 }
 
+run_prefix() {
+  # run_prefix ARCH BASE N: a run's dir up to its seed ("exp/nnet/dnn_ma_n8")
+  local dir=$nnet_dir/${1}_$2
+  [ "$2" = single ] || dir=${dir}_n$3
+  echo "$dir"
+}
+
+seed_points() {
+  # seed_points ARCH BASE N SEED: the grid points SEED trains, one a line: "dir-suffix overrides"
+  # (every point, or with --grid-seed the one chosen on the grid seed, once that is known)
+  if [ -z "$grid_seed" ] || [ "$4" = "$grid_seed" ]; then
+    grid_points "$2"
+  elif [ -n "${point_chosen["$1 $2 $3"]+set}" ]; then
+    printf '%s\n' "${point_chosen["$1 $2 $3"]}"
+  fi
+}
+
 nnet_runs() {
   # every run the options ask for, one a line: "dir arch base workers seed overrides..."
   local arch base seed n dir suffix overrides
@@ -126,13 +148,42 @@ nnet_runs() {
       for n in $(workers_of "$base"); do
         for seed in $seeds; do
           while read -r suffix overrides; do
-            dir=$nnet_dir/${arch}_${base}
-            [ "$base" = single ] || dir=${dir}_n$n
-            dir=${dir}_s$seed
+            dir=$(run_prefix "$arch" "$base" "$n")_s$seed
             [ "$suffix" = - ] || dir=$dir$suffix
             echo "$dir $arch $base $n $seed $overrides"
-          done < <(grid_points "$base")
+          done < <(seed_points "$arch" "$base" "$n" "$seed")
         done
+      done
+    done
+  done
+}
+
+declare -A point_chosen   # "arch base N" -> the grid point chosen on --grid-seed
+choose_grid_points() {
+  # with --grid-seed: each run's point among the grid seed's trained runs, the best on dev frame
+  # accuracy of the global model (emasr report --select); unknown while any of them is untrained
+  local arch base n prefix suffix overrides dirs trained best
+  [ -n "$grid_seed" ] || return 0
+  for arch in $archs; do
+    for base in $(base_strategies); do
+      for n in $(workers_of "$base"); do
+        if [ "$(grid_points "$base")" = - ]; then   # nothing searched
+          point_chosen["$arch $base $n"]=-
+          continue
+        fi
+        prefix=$(run_prefix "$arch" "$base" "$n")_s$grid_seed
+        dirs=()
+        trained=true
+        while read -r suffix overrides; do
+          dirs+=("$prefix$suffix")
+          [ -f "$prefix$suffix/.done" ] || trained=false
+        done < <(grid_points "$base")
+        $trained || continue
+        best=$(emasr report --select --archs "$arch" --strategies "$base" "${dirs[@]}")
+        [ -n "$best" ] || { log "${dirs[*]}: emasr report --select chose none of them"; exit 1; }
+        suffix=${best#"$prefix"}
+        point_chosen["$arch $base $n"]=$(grid_points "$base" | awk -v s="${suffix:--}" '$1 == s')
+        log "$prefix*: the grid point chosen on dev for the other seeds: ${suffix:--}"
       done
     done
   done
@@ -163,17 +214,18 @@ averaging_opts() {
   [ ${#args[@]} -eq 0 ] || emasr averaging-opts "${args[@]}"
 }
 
+if [ -n "$grid_seed" ] && ! [[ " $seeds " == *" $grid_seed "* ]]; then
+  log "--grid-seed '$grid_seed': expected one of --seeds ('$seeds')"; exit 1
+fi
 # each rule's grid points, read once (and the grid checked before any work)
 declare -A grid_of_rule
 for base in $(base_strategies); do
   grid_of_rule[$base]=$(emasr tuning-grid --grid "$grid" "$base")
 done
 
-if stage_on 1; then
-  log "training: archs '$archs', runs '$(base_strategies)', seeds '$seeds'"
-  eval "train_extra=($nnet_train_opts)"   # the options may quote their own values
-  mkdir -p "$nnet_dir"
-  nnet_runs > "$nnet_dir/runs.list"
+train_runs() {
+  # train every run of runs.list not trained yet
+  local dir arch base workers seed grid_opts ma_opts set_opts start nodes
   while read -r dir arch base workers seed grid_opts; do
     if [ -f "$dir/.done" ]; then
       log "$dir: trained already ($dir/.done); skipped"
@@ -181,8 +233,9 @@ if stage_on 1; then
     fi
     ma_opts=
     [ "$base" = ma ] && [ "$ma_lr_times_workers" = true ] && ma_opts="sync.lr_times_workers=true"
-    # the grid point last: it is what the run searches
-    set_opts="train.init_seed=$seed data.seed=$seed $nnet_opts $(arch_overrides "$arch") $ma_opts"
+    # the grid point last: it is what the run searches (tau too: --block-size is an override)
+    set_opts="train.init_seed=$seed data.seed=$seed ${block_size:+sync.block_size=$block_size}"
+    set_opts="$set_opts $nnet_opts $(arch_overrides "$arch") $ma_opts"
     set_opts="$set_opts $(averaging_opts "$base") $grid_opts"
     mkdir -p "$dir"
     # decodes of an earlier model in this dir are not decodes of the one trained now
@@ -191,12 +244,28 @@ if stage_on 1; then
     nodes=$([ "$base" = single ] && echo 1 || echo "$num_nodes")
     run steps/nnet/train.sh --cmd "$cuda_cmd" --nnet-config "$nnet_config_dir/$arch.yaml" \
       --num-workers "$((workers / nodes))" --num-nodes "$nodes" --strategy "$base" \
-      ${block_size:+--block-size "$block_size"} ${epochs:+--epochs "$epochs"} \
+      ${epochs:+--epochs "$epochs"} \
       --workers-per-process "$([ "$base" = single ] && echo 1 || echo "$workers_per_process")" \
       --set-opts "$set_opts" --resume true --trans-mdl "$trans_mdl" \
       ${train_extra[@]+"${train_extra[@]}"} "$targets" "$train_data" "$dev_data" "$dir" < /dev/null
     echo "$(( $(date +%s) - start )) s" > "$dir/.done"
   done < "$nnet_dir/runs.list"
+}
+
+if stage_on 1; then
+  log "training: archs '$archs', runs '$(base_strategies)', seeds '$seeds'"
+  eval "train_extra=($nnet_train_opts)"   # the options may quote their own values
+  mkdir -p "$nnet_dir"
+  choose_grid_points
+  nnet_runs > "$nnet_dir/runs.list"
+  train_runs
+  if [ -n "$grid_seed" ]; then   # the other seeds, at the points the grid seed chose
+    choose_grid_points
+    nnet_runs > "$nnet_dir/runs.list"
+    train_runs
+  fi
+else
+  choose_grid_points
 fi
 
 if stage_on 2; then

@@ -10,12 +10,17 @@
 #   parity/run.sh P3c     BMUF-8 of the 8-layer DNN at block momentum 1 - 1/8, 0.75 and 0.5
 #   parity/run.sh P3d     BMUF-8 at block momentum 1 - 1/8 with the local rate halved and
 #                         quartered (P3c: at the one-worker rate it stalled, as MA-8 at 4x and 8x)
+#   parity/run.sh P4      the verdict's baselines on the DNN 3x512 at 12 epochs, where BMUF-8
+#                         reached parity (P2): MA-8 at 1x, 2x, 4x the rate, beside P1's and P2's
+#                         seed-1 runs (one worker, BMUF-8 at eta 1 - 1/8, eta 0.75, tau 4)
+#   parity/run.sh P5a     seed 2 of one worker, MA-8 and BMUF-8, each at the point seed 1 chose
+#   parity/run.sh P5b     seed 3 of the same, and the verdict's report (parity/dnn3/)
 # A piece whose runs and decodes exist (their .done markers) skips them, so a killed piece resumes
 # when called again. Each finished piece appends one line to parity/pieces.log: the piece, its
 # command, wall time, machine, commit and the sha256 of the network targets and training features.
 set -euo pipefail
 
-help_message="Usage: $0 <piece>   (P0 P1 P2 P3a P3b P3c P3d; the pieces are described in PLAN.md)"
+help_message="Usage: $0 <piece>   (P0 P1 P2 P3a-P3d P4 P5a P5b; the pieces are described in PLAN.md)"
 . "$(dirname "$0")/../utils/parse_options.sh"
 [ $# -eq 1 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
 piece=$1
@@ -31,6 +36,12 @@ dnn8=(--nnet-dir exp/parity_dnn8 --archs dnn --dnn-opts model.hidden_layers=8 --
 ma_grid="ma: train.lr=0.1,0.2,0.4,0.8"   # 1x to 8x the one-worker rate (Kaldi's N x rule at 8x)
 bmuf_grid="bmuf: sync.block_momentum=0.875,0.75,0.5"
 bmuf_lr_grid="bmuf: sync.block_momentum=0.875 train.lr=0.05,0.025"
+# P4 on: the verdict on the DNN 3x512 at 12 epochs (P1, P2), its grid searched on seed 1 only;
+# P1's and P2's seed-1 runs are its grid points (linked in). No +avg rows: P1's runs kept no
+# cumulative average, and the EMA against BMUF, MA and one worker is what the verdict asks
+dnn3=(--nnet-dir exp/parity_dnn3 --archs dnn --epochs 12 --grid-seed 1
+      --results parity/dnn3/RESULTS.md --title "The verdict: DNN 3x512, 12 epochs, 8 workers")
+dnn3_grid="ma: train.lr=0.1,0.2,0.4; bmuf: sync.block_momentum=0.875,0.75; bmuf: sync.block_size=4"
 rows() { for rule in "$@"; do printf '%s ' "$rule" "$rule+ema" "$rule+avg"; done; }
 
 . utils/lib/recipe.sh   # archive_sha256 (and the recipe's log lines and traps)
@@ -63,7 +74,21 @@ case $piece in
     ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${dnn8[@]}" --strategies "$strategies" \
       --grid "$grid" --ma-lr-times-workers false \
       --results parity/dnn8/RESULTS.md --title "Tuned baselines: DNN 8x512, 8 epochs" ;;
-  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2, P3a-P3d: PLAN.md)" >&2; exit 1 ;;
+  P4|P5a|P5b)
+    if [ "$piece" = P4 ]; then
+      mkdir -p exp/parity_dnn3 parity/dnn3
+      for link in dnn_single_s1:parity/dnn_single_s1 dnn_bmuf_n8_s1_eta0.875:parity/dnn_bmuf_n8_s1 \
+                  dnn_bmuf_n8_s1_eta0.75:parity_eta075/dnn_bmuf_n8_s1 \
+                  dnn_bmuf_n8_s1_tau4:parity_tau4/dnn_bmuf_n8_s1; do
+        ln -sfn "../${link#*:}" "exp/parity_dnn3/${link%%:*}"
+      done
+    fi
+    seeds=$(case $piece in P4) echo 1 ;; P5a) echo "1 2" ;; P5b) echo "1 2 3" ;; esac)
+    ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${dnn3[@]}" --seeds "$seeds" \
+      --strategies "single single+ema ma ma+ema bmuf bmuf+ema" --grid "$dnn3_grid" \
+      --ma-lr-times-workers false ;;
+  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2, P3a-P3d, P4, P5a, P5b: PLAN.md)" >&2
+     exit 1 ;;
 esac
 
 log=parity/pieces.log

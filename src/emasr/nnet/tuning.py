@@ -22,6 +22,7 @@ import click
 TUNED_SETTINGS = {
     "train.lr": "lr",
     "sync.lr_times_workers": "lrxn",
+    "sync.block_size": "tau",
     "sync.block_momentum": "eta",
     "sync.block_lr": "zeta",
     "sync.warmup_blocks": "warmup",

@@ -147,6 +147,16 @@ def read_config(exp_dir: str) -> configs.Config:
         raise ScoringError(f"{path}: {err}") from None
 
 
+def tuned_settings(flat: dict, regime: dict | None) -> dict:
+    """The run's TUNED_SETTINGS as it ran: a block momentum left to its default (null, 1 - 1/N)
+    is read from regime.json, so a run at the default and one that named it are one grid point."""
+    settings = {k: flat[k] for k in TUNED_SETTINGS if k in flat}
+    if settings.get("sync.block_momentum") is None and regime and \
+            regime.get("block_momentum") is not None:
+        settings["sync.block_momentum"] = regime["block_momentum"]
+    return settings
+
+
 def read_network_run(exp_dir: str) -> NetworkRun:
     config = read_config(exp_dir)
     metrics_path = os.path.join(exp_dir, "metrics.jsonl")
@@ -160,7 +170,7 @@ def read_network_run(exp_dir: str) -> NetworkRun:
         exp_dir=exp_dir, arch=config.model.type, strategy=strategy, seed=config.train.init_seed,
         lr=config.train.lr, workers=workers, averages=kept_models(config.average),
         lr_times_workers=config.sync.lr_times_workers, metrics=metrics,
-        settings={k: flat[k] for k in TUNED_SETTINGS if k in flat}, regime=regime)
+        settings=tuned_settings(flat, regime), regime=regime)
     for model in ("final", *run.averages):
         tuned = read_tuned(decode_dir_name(exp_dir, "dev", model),
                            decode_dir_name(exp_dir, "test", model))
