@@ -468,8 +468,10 @@ if stage_on 8 || stage_on 9 || stage_on 10; then
         "models of real speech (local/real_speech_cer.sh decodes real recordings with them)"
     fi
     echo "stage wall times: $(stage_times)"
-    echo "wall time of this run.sh invocation (stages $stage-$stop_stage, setup included) up to" \
-      "the experiment: $SECONDS s"
+    if [ "$stage" -lt 8 ]; then   # (an invocation of stages 8-10 alone has only its setup here)
+      echo "wall time of this run.sh invocation (stages $stage-$stop_stage, setup included) up to" \
+        "the experiment: $SECONDS s"
+    fi
     [ -z "$report_note" ] || echo "$report_note"
   } > "$notes"
   gmm_dirs=

@@ -11,7 +11,7 @@
 #   parity/run.sh P3d     BMUF-8 at block momentum 1 - 1/8 with the local rate halved and
 #                         quartered (P3c: at the one-worker rate it stalled, as MA-8 at 4x and 8x)
 #   parity/run.sh P4      the verdict's baselines on the DNN 3x512 at 12 epochs, where BMUF-8
-#                         reached parity (P2): MA-8 at 1x, 2x, 4x the rate, beside P1's and P2's
+#                         reached parity (P2): MA-8 at 1x to 8x the rate, beside P1's and P2's
 #                         seed-1 runs (one worker, BMUF-8 at eta 1 - 1/8, eta 0.75, tau 4)
 #   parity/run.sh P5a     seed 2 of one worker, MA-8 and BMUF-8, each at the point seed 1 chose
 #   parity/run.sh P5b     seed 3 of the same, and the verdict's report (parity/dnn3/)
@@ -41,7 +41,7 @@ bmuf_lr_grid="bmuf: sync.block_momentum=0.875 train.lr=0.05,0.025"
 # cumulative average, and the EMA against BMUF, MA and one worker is what the verdict asks
 dnn3=(--nnet-dir exp/parity_dnn3 --archs dnn --epochs 12 --grid-seed 1
       --results parity/dnn3/RESULTS.md --title "The verdict: DNN 3x512, 12 epochs, 8 workers")
-dnn3_grid="ma: train.lr=0.1,0.2,0.4; bmuf: sync.block_momentum=0.875,0.75; bmuf: sync.block_size=4"
+dnn3_grid="ma: train.lr=0.1,0.2,0.4,0.8; bmuf: sync.block_momentum=0.875,0.75; bmuf: sync.block_size=4"
 rows() { for rule in "$@"; do printf '%s ' "$rule" "$rule+ema" "$rule+avg"; done; }
 
 . utils/lib/recipe.sh   # archive_sha256 (and the recipe's log lines and traps)
