@@ -1,6 +1,7 @@
 """`emasr report` on synthetic exp dirs written in the trainer's and the scoring's formats."""
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -173,6 +174,27 @@ def test_select_prints_the_runs_tuned_on_dev(experiment):
                                        "bmuf bmuf+ema", *experiment["dirs"]])
     assert result.exit_code == 0, result.output
     assert result.output.split() == [d for d in experiment["dirs"] if "dnn_bmuf_n2_s1_lr0.1" in d]
+
+
+def test_an_ema_row_uses_the_run_its_sync_rules_row_chose(tmp_path):
+    # two points of a grid: the global model is better at lr 0.1, the EMA at lr 0.4; the +EMA row
+    # compares the EMA of the run the BMUF row stands on, not another training
+    better_global = make_network_run(str(tmp_path), "dnn", "bmuf", 1, 2, True, {}, {}, acc0=0.3)
+    better_ema = make_network_run(str(tmp_path), "dnn", "bmuf", 1, 2, True, {}, {}, lr=0.4,
+                                  acc0=0.2)
+    path = os.path.join(better_ema, "metrics.jsonl")
+    with open(path, encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    for record in records:
+        if "dev_acc_ema" in record:
+            record["dev_acc_ema"] += 0.5
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+    for strategies in ("bmuf", "bmuf+ema"):
+        result = CliRunner().invoke(main, ["report", "--select", "--archs", "dnn", "--strategies",
+                                           strategies, better_global, better_ema])
+        assert result.exit_code == 0, result.output
+        assert result.output.split() == [better_global]
 
 
 def test_report_with_nothing_run_still_has_every_row(tmp_path):
