@@ -119,11 +119,12 @@ def report_cli(out, plot_dir, archs, strategies, notes, bench, replications, tit
 
     Rows are arch x strategy x worker count; a row whose runs are missing says "not run"; a
     row's runs are one per seed, each the best on dev frame accuracy among runs that differ in a
-    searched setting (emasr tuning-grid: learning rate, tau, block momentum, ...). Each model's
-    LM weight and insertion penalty are chosen on dev and its test CER is read at that setting
-    (Kaldi's best-on-test beside it, for reference); failed utterances count as deletions. Columns: dev
-    frame accuracy, dev and test CER with 95% intervals that count seeds (a two-level bootstrap:
-    utterances as clusters, then seeds), each seed's test CER, the dev-chosen setting, relative
+    searched setting (emasr tuning-grid: learning rate, tau, block momentum, ...), and an
+    averaged model's row uses its sync rule's run. Each model's LM weight and insertion penalty
+    are chosen on dev and its test CER is read at that setting (Kaldi's best-on-test beside it,
+    for reference); failed utterances count as deletions. Columns: dev frame accuracy, dev and
+    test CER with 95% intervals that count seeds (a two-level bootstrap: utterances as clusters,
+    then seeds), each seed's test CER, the dev-chosen setting, relative
     change against BMUF and against single, training wall time, syncs and bytes all-reduced per
     worker. Below: each run's regime (regime.json), whether BMUF-N is within 3% of one worker on
     dev (the paper's regime), each of the paper's claims judged by the interval of the difference
