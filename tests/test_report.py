@@ -197,6 +197,20 @@ def test_an_ema_row_uses_the_run_its_sync_rules_row_chose(tmp_path):
         assert result.output.split() == [better_global]
 
 
+def test_the_curves_are_of_the_runs_the_table_stands_on(tmp_path):
+    from emasr.report.plots import first_seed_runs, plotted_runs
+    from emasr.report.rows import build_rows
+    from emasr.report.systems import read_exp_dirs
+
+    worse = make_network_run(str(tmp_path), "dnn", "ma", 1, 2, True, {}, {}, acc0=0.1)
+    better = make_network_run(str(tmp_path), "dnn", "ma", 1, 2, True, {}, {}, lr=0.4, acc0=0.3)
+    networks, _ = read_exp_dirs([worse, better])
+    rows = build_rows(networks, ["dnn"], ["ma", "ma+ema"], 10)
+    [curve] = first_seed_runs(plotted_runs(networks, rows), "dnn")
+    assert curve.exp_dir == better   # not the grid's first point (the lowest rate)
+    assert len(plotted_runs(networks, [])) == 2
+
+
 def test_report_with_nothing_run_still_has_every_row(tmp_path):
     empty = tmp_path / "exp_empty"
     empty.mkdir()

@@ -48,6 +48,12 @@ def save(fig, path: str) -> str:
     return path
 
 
+def plotted_runs(runs: list[NetworkRun], rows: list[Row]) -> list[NetworkRun]:
+    """The runs the table's rows stand on (a grid's other points left out), else every run."""
+    chosen = {run.exp_dir: run for row in rows for run in row.runs}
+    return list(chosen.values()) or runs
+
+
 def first_seed_runs(runs: list[NetworkRun], arch: str) -> list[NetworkRun]:
     """One run per strategy and worker count (the lowest seed): curves of several seeds would
     hide each other."""
@@ -228,8 +234,9 @@ def write_plots(runs: list[NetworkRun], archs: list[str], plot_dir: str,
                 bench: str | None = None, rows: list[Row] = ()) -> dict[str, str]:
     """name -> path of every plot written."""
     path = lambda name: os.path.join(plot_dir, name)  # noqa: E731
-    out = {"dev_frame_accuracy": plot_dev_accuracy(runs, archs, path("dev_frame_accuracy.png")),
-           "training_loss": plot_training_loss(runs, archs, path("training_loss.png"))}
+    curves = plotted_runs(runs, list(rows))
+    out = {"dev_frame_accuracy": plot_dev_accuracy(curves, archs, path("dev_frame_accuracy.png")),
+           "training_loss": plot_training_loss(curves, archs, path("training_loss.png"))}
     by_workers = plot_cer_vs_workers(list(rows), archs, path("cer_vs_workers.png"))
     if by_workers:
         out["cer_vs_workers"] = by_workers
