@@ -161,13 +161,16 @@ nnet_runs() {
 declare -A point_chosen   # "arch base N" -> the grid point chosen on --grid-seed
 choose_grid_points() {
   # with --grid-seed: each run's point among the grid seed's trained runs, the best on dev frame
-  # accuracy of the global model (emasr report --select); unknown while any of them is untrained
+  # accuracy of the global model (emasr report --select); unknown while any of them is untrained.
+  # A point once chosen stays (the second pass of stage 1 only looks at the unknown ones)
   local arch base n prefix suffix overrides dirs trained best
   [ -n "$grid_seed" ] || return 0
   for arch in $archs; do
     for base in $(base_strategies); do
       for n in $(workers_of "$base"); do
-        if [ "$(grid_points "$base")" = - ]; then   # nothing searched
+        if [ -n "${point_chosen["$arch $base $n"]+set}" ]; then
+          continue
+        elif [ "$(grid_points "$base")" = - ]; then   # nothing searched
           point_chosen["$arch $base $n"]=-
           continue
         fi
