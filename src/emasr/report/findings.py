@@ -12,6 +12,8 @@ accelerator of its own.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from emasr.nnet.averages import AVERAGED_MODELS
 from emasr.nnet.sync import RULES
 from emasr.nnet.regime import own_devices
@@ -69,10 +71,11 @@ def evidence(c: Comparison) -> str:
 def ordering(c: Comparison, kind: str) -> str:
     """'better', 'worse' or 'unresolved': B against A by the claim's test."""
     if kind == "no_worse":
-        r = c.relative.interval(LEVEL)
-        if r.high <= PARITY:
+        # within the margin (or beyond it) by the interval and by every seed's own runs
+        r, seeds = c.relative.interval(LEVEL), c.seed_relative()
+        if r.high <= PARITY and all(v <= PARITY for v in seeds):
             return "better"
-        return "worse" if r.low > PARITY else "unresolved"
+        return "worse" if r.low > PARITY and all(v > PARITY for v in seeds) else "unresolved"
     if not c.resolved:
         return "unresolved"
     return "better" if c.interval.high < 0 else "worse"
@@ -86,8 +89,9 @@ def verdict(c: Comparison, kind: str, in_regime: bool) -> str:
                    "worse": f"{b} is more than {PARITY:g}% worse than {a}"}
     else:
         outcome = {"better": f"{b} is better", "worse": f"{b} is worse"}
-    outcome["unresolved"] = "not resolved: the interval includes " + \
-        (f"both {PARITY:g}% and more" if kind == "no_worse" else "zero")
+    outcome["unresolved"] = "not resolved: " + (
+        f"the interval of the relative change or the seeds fall on both sides of +{PARITY:g}%"
+        if kind == "no_worse" else "the interval includes zero or a seed disagrees")
     if in_regime:
         word = {"better": "agrees", "worse": "disagrees", "unresolved": "no verdict"}[found]
         return f"**{word}**: {outcome[found]} ({evidence(c)})"
@@ -167,10 +171,40 @@ def relative_gain(c, plain: int, averaged: int):
     return 100.0 * (c[..., averaged] - c[..., plain]) / c[..., plain]
 
 
-def specificity(rows: list[Row], arch: str, base: str, workers: int,
-                replications: int) -> Contrast | None:
+@dataclass
+class Specificity:
     """The EMA's relative gain for BASE at N workers minus its gain for one worker (percentage
-    points; negative: the gain is larger in parallel training), all four on the same utterances."""
+    points; negative: the gain is larger in parallel training), all four rows on the same
+    utterances: the bootstrap's contrast and each seed's own value (seeds all four rows ran)."""
+    arch: str
+    base: str
+    workers: int
+    contrast: Contrast
+    seeds: list[float]
+
+    def found(self) -> str:
+        """'parallel', 'single' or 'unresolved': which gain is larger, by the interval and by
+        every seed (as for an ordering, rows.Comparison.seeds_agree)."""
+        i = self.contrast.interval(LEVEL)
+        if i.high < 0 and all(v < 0 for v in self.seeds):
+            return "parallel"
+        if i.low > 0 and all(v > 0 for v in self.seeds):
+            return "single"
+        return "unresolved"
+
+
+def seed_gain(seeds: list[dict[int, float]]) -> list[float]:
+    """Per seed, the EMA's relative gain at N workers minus one worker's, from the four rows'
+    per-seed CERs (single, single+ema, base, base+ema)."""
+    common = sorted(set.intersection(*(set(s) for s in seeds)))
+    return [100.0 * ((seeds[3][k] - seeds[2][k]) / seeds[2][k]
+                     - (seeds[1][k] - seeds[0][k]) / seeds[0][k])
+            for k in common if seeds[0][k] and seeds[2][k]]
+
+
+def specificity(rows: list[Row], arch: str, base: str, workers: int,
+                replications: int) -> Specificity | None:
+    """The EMA's specificity to parallel training for BASE at WORKERS (None: a row not decoded)."""
     found = [find_row(rows, arch, label, n) for label, n in
              (("single", 1), ("single+ema", 1), (base, workers), (f"{base}+ema", workers))]
     if any(r is None or "test" not in r.cer or r.cer["test"].matrix is None for r in found):
@@ -178,11 +212,12 @@ def specificity(rows: list[Row], arch: str, base: str, workers: int,
     if found[0].cer["test"].cer == 0 or found[2].cer["test"].cer == 0:
         return None   # a relative gain over a CER of 0 is undefined
     replicates = bootstrap([r.cer["test"].matrix for r in found], replications)
-    return replicates.contrast(lambda c: relative_gain(c, 2, 3) - relative_gain(c, 0, 1))
+    return Specificity(arch, base, workers,
+                       replicates.contrast(lambda c: relative_gain(c, 2, 3) - relative_gain(c, 0, 1)),
+                       seed_gain([r.cer["test"].seeds for r in found]))
 
 
-def specificity_tests(rows: list[Row], replications: int
-                      ) -> list[tuple[str, str, int, Contrast]]:
+def specificity_tests(rows: list[Row], replications: int) -> list[Specificity]:
     out = []
     for arch in dict.fromkeys(r.arch for r in rows):
         for base in ("ma", "bmuf"):
@@ -190,25 +225,27 @@ def specificity_tests(rows: list[Row], replications: int
                                    and r.base == base}):
                 test = specificity(rows, arch, base, workers, replications)
                 if test is not None:
-                    out.append((arch, base, workers, test))
+                    out.append(test)
     return out
 
 
-def specificity_lines(tests: list[tuple[str, str, int, Contrast]], family: int) -> list[str]:
+def specificity_lines(tests: list[Specificity], family: int) -> list[str]:
     """Is the EMA's gain specific to parallel training (the paper's reading of it)?"""
+    found = {"unresolved": "**not resolved**: the two gains do not differ beyond the interval, "
+                           "or a seed disagrees",
+             "parallel": "**larger in parallel training**",
+             "single": "**larger for one worker**: the EMA's gain is not specific to parallel "
+                       "training"}
     lines = []
-    for arch, base, workers, test in tests:
-        i = test.interval(LEVEL)
-        if not i.excludes_zero():
-            found = "**not resolved**: the two gains do not differ beyond the interval"
-        elif i.high < 0:
-            found = "**larger in parallel training**"
-        else:
-            found = "**larger for one worker**: the EMA's gain is not specific to parallel training"
+    for test in tests:
+        i = test.contrast.interval(LEVEL)
+        seeds = (f"; {sum(v < 0 for v in test.seeds)}/{len(test.seeds)} seeds with the larger "
+                 f"gain in parallel training" if test.seeds else "")
         lines.append(
-            f"- {arch.upper()}, {workers} workers: the EMA's relative gain for {name(base)} minus "
-            f"its gain for one worker = {i.estimate:+.1f} [{i.low:+.1f}, {i.high:+.1f}] points "
-            f"({level_text(i)}; {family} comparisons in this report): {found}.")
+            f"- {test.arch.upper()}, {test.workers} workers: the EMA's relative gain for "
+            f"{name(test.base)} minus its gain for one worker = {i.estimate:+.1f} "
+            f"[{i.low:+.1f}, {i.high:+.1f}] points ({level_text(i)}{seeds}; {family} "
+            f"comparisons in this report): {found[test.found()]}.")
     return lines
 
 
@@ -248,7 +285,7 @@ def speed_lines(rows: list[Row]) -> list[str]:
 
 
 def findings(rows: list[Row], comparisons: list[Comparison],
-             specificity_results: list[tuple[str, str, int, Contrast]], family: int) -> list[str]:
+             specificity_results: list[Specificity], family: int) -> list[str]:
     lines = regime_lines(rows) + claim_lines(rows, comparisons) + \
         specificity_lines(specificity_results, family) + speed_lines(rows)
     missing = sorted({f"{r.arch} {name(r.label)}" for r in rows if not r.ran})

@@ -229,7 +229,7 @@ def comparison_section(comparisons: list[Comparison], family: int) -> list[str]:
              f"seeds draw the same seeds); \"seeds B better\" counts the seeds whose B run has the "
              f"lower CER than their A run, and the t-interval is Student's over the per-seed "
              f"differences (two seeds or more). An ordering is resolved when the interval "
-             f"excludes zero. This report makes {family} comparisons (this table, the EMA's "
+             f"excludes zero and every seed's own difference has its sign. This report makes {family} comparisons (this table, the EMA's "
              f"specificity and the GMM ladder): at 95% each, about {0.05 * family:.1f} of them "
              f"would exclude zero by chance with no difference at all, so the last column asks "
              f"the same at the family-wise (Bonferroni) level {level:.2%}.", ""]

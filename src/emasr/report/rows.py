@@ -178,6 +178,7 @@ class Comparison:
     relative: Contrast
     seed_differences: dict[int, float]   # seeds both rows ran: CER_B - CER_A of that seed's runs
     family: int = 1                      # comparisons in the report (for the family-wise level)
+    seed_cers_a: dict[int, float] = field(default_factory=dict)   # CER_A of those seeds' runs
 
     @property
     def interval(self) -> Interval:
@@ -185,7 +186,7 @@ class Comparison:
 
     @property
     def resolved(self) -> bool:
-        return self.interval.excludes_zero()
+        return self.interval.excludes_zero() and self.seeds_agree(self.interval)
 
     @property
     def family_level(self) -> float:
@@ -193,7 +194,16 @@ class Comparison:
 
     @property
     def resolved_family_wise(self) -> bool:
-        return self.difference.interval(self.family_level).excludes_zero()
+        interval = self.difference.interval(self.family_level)
+        return interval.excludes_zero() and self.seeds_agree(interval)
+
+    def seeds_agree(self, interval: Interval) -> bool:
+        """Whether every seed's own difference lies on the side of zero the interval claims.
+        With two or three seeds the bootstrap's seed level has only 3-10 distinct draws, so one
+        seed against the others can hide in its 2.5% tail: an ordering that a training run of
+        its own contradicts is not claimed."""
+        values = self.seed_differences.values()
+        return all(v < 0 for v in values) if interval.high < 0 else all(v > 0 for v in values)
 
     @property
     def seeds(self) -> int:
@@ -202,6 +212,11 @@ class Comparison:
     @property
     def utterances(self) -> int:
         return self.difference.utterances
+
+    def seed_relative(self) -> list[float]:
+        """Each seed's B - A in percent of its own A run's CER."""
+        return [100.0 * d / self.seed_cers_a[s] for s, d in self.seed_differences.items()
+                if self.seed_cers_a.get(s)]
 
     def t(self) -> Interval | None:
         return t_interval(list(self.seed_differences.values()))
@@ -219,9 +234,10 @@ def compare(a: Row, b: Row, replications: int, set_name: str = "test") -> Compar
         return None
     points, relative = difference(sa.matrix, sb.matrix, replications)
     parallel = [r.workers_key for r in (a, b) if r.base != "single"]
+    both = sorted(sa.seeds.keys() & sb.seeds)
     return Comparison(a.arch, a.label, b.label, parallel[0] if parallel else 1, sa.cer, sb.cer,
-                      points, relative,
-                      {s: sb.seeds[s] - sa.seeds[s] for s in sorted(sa.seeds.keys() & sb.seeds)})
+                      points, relative, {s: sb.seeds[s] - sa.seeds[s] for s in both},
+                      seed_cers_a={s: sa.seeds[s] for s in both})
 
 
 def ladder_comparisons(gmms: list[tuple[str, dict[str, CerSummary]]], replications: int,
