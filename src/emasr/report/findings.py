@@ -81,6 +81,22 @@ def ordering(c: Comparison, kind: str) -> str:
     return "better" if c.interval.high < 0 else "worse"
 
 
+def why_unresolved(c: Comparison, kind: str) -> str:
+    """What keeps an ordering from being claimed: its interval, or the seeds that contradict it."""
+    if kind == "no_worse":
+        r = c.relative.interval(LEVEL)
+        if r.low <= PARITY < r.high:
+            return f"the interval of the relative change includes +{PARITY:g}%"
+        return f"the seeds fall on both sides of +{PARITY:g}%"
+    if not c.interval.excludes_zero():
+        return "the interval includes zero"
+    values = list(c.seed_differences.values())
+    better = c.interval.high < 0
+    agreeing = sum(v < 0 if better else v > 0 for v in values)
+    return (f"the interval excludes zero, but only {agreeing}/{len(values)} seeds have "
+            f"{name(c.b)} {'better' if better else 'worse'}")
+
+
 def verdict(c: Comparison, kind: str, in_regime: bool) -> str:
     found = ordering(c, kind)
     b, a = name(c.b), name(c.a)
@@ -89,9 +105,7 @@ def verdict(c: Comparison, kind: str, in_regime: bool) -> str:
                    "worse": f"{b} is more than {PARITY:g}% worse than {a}"}
     else:
         outcome = {"better": f"{b} is better", "worse": f"{b} is worse"}
-    outcome["unresolved"] = "not resolved: " + (
-        f"the interval of the relative change or the seeds fall on both sides of +{PARITY:g}%"
-        if kind == "no_worse" else "the interval includes zero or a seed disagrees")
+    outcome["unresolved"] = "not resolved: " + why_unresolved(c, kind)
     if in_regime:
         word = {"better": "agrees", "worse": "disagrees", "unresolved": "no verdict"}[found]
         return f"**{word}**: {outcome[found]} ({evidence(c)})"
