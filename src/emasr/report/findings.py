@@ -226,8 +226,8 @@ def specificity(rows: list[Row], arch: str, base: str, workers: int,
     if found[0].cer["test"].cer == 0 or found[2].cer["test"].cer == 0:
         return None   # a relative gain over a CER of 0 is undefined
     replicates = bootstrap([r.cer["test"].matrix for r in found], replications)
-    return Specificity(arch, base, workers,
-                       replicates.contrast(lambda c: relative_gain(c, 2, 3) - relative_gain(c, 0, 1)),
+    contrast = replicates.contrast(lambda c: relative_gain(c, 2, 3) - relative_gain(c, 0, 1))
+    return Specificity(arch, base, workers, contrast,
                        seed_gain([r.cer["test"].seeds for r in found]))
 
 

@@ -229,10 +229,11 @@ def comparison_section(comparisons: list[Comparison], family: int) -> list[str]:
              f"seeds draw the same seeds); \"seeds B better\" counts the seeds whose B run has the "
              f"lower CER than their A run, and the t-interval is Student's over the per-seed "
              f"differences (two seeds or more). An ordering is resolved when the interval "
-             f"excludes zero and every seed's own difference has its sign. This report makes {family} comparisons (this table, the EMA's "
-             f"specificity and the GMM ladder): at 95% each, about {0.05 * family:.1f} of them "
-             f"would exclude zero by chance with no difference at all, so the last column asks "
-             f"the same at the family-wise (Bonferroni) level {level:.2%}.", ""]
+             f"excludes zero and every seed's own difference has its sign. This report makes "
+             f"{family} comparisons (this table, the EMA's specificity and the GMM ladder): at "
+             f"95% each, about {0.05 * family:.1f} of them would exclude zero by chance with no "
+             f"difference at all, so the last column asks the same at the family-wise "
+             f"(Bonferroni) level {level:.2%}.", ""]
     if not comparisons:
         return lines + ["No two rows have decoded test results yet."]
     return lines + table(["arch", "workers", "A", "B", "A test CER", "B test CER",
