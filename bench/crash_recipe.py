@@ -77,6 +77,7 @@ def reference_run(work: Path, seed: int) -> tuple[float, list[str]]:
                              f"{done['seed']}, not {seed}; use another --work")
         return done["seconds"], done["results"]
     shutil.rmtree(work / "reference", ignore_errors=True)
+    (work / "reference").mkdir()
     reference = recipe_copy(work / "reference", "aishell_sim")
     seconds = run_to_end(reference)
     results = comparable((reference / "RESULTS.md").read_text(encoding="utf-8"), "DNN")
@@ -91,6 +92,7 @@ def crash_point(work: Path, point: int, moment: float, want: list[str]) -> dict:
     if marker.exists():
         return json.loads(marker.read_text())
     shutil.rmtree(work / f"point{point:02d}", ignore_errors=True)
+    (work / f"point{point:02d}").mkdir()
     recipe = recipe_copy(work / f"point{point:02d}", "aishell_sim")
     doing = kill_at(recipe, moment)
     run_to_end(recipe)
