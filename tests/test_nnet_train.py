@@ -309,6 +309,31 @@ def test_newbob_rejects_an_epoch_and_restores_the_state_it_started_from(problem,
     assert not all(torch.equal(start["model"][k], after["model"][k]) for k in start["model"])
 
 
+def test_best_dev_acc_writes_each_model_from_the_epoch_of_its_own_best_dev_accuracy(
+        problem, tmp_path, monkeypatch):
+    # dev frame accuracies scripted per call (W_g, then the EMA, at each of 4 epochs): W_g is
+    # best at epoch 2 (tied with 4: the earliest wins), the EMA at epoch 3
+    accuracies = iter([0.3, 0.2, 0.6, 0.3, 0.5, 0.7, 0.6, 0.4])
+    monkeypatch.setattr(Trainer, "evaluate", lambda self, vector: (1.0, next(accuracies)))
+    base = TINY_DNN + CONSTANT_LR + ["sync.strategy=single", "average.ema_decay=0.8"]
+    best = tmp_path / "best"
+    result = train(problem, best, base + ["train.epochs=4", "train.final_epoch=best_dev_acc"])
+    assert result.exit_code == 0, result.output
+    # at a constant rate a run of k epochs is the first k epochs of a longer one
+    monkeypatch.setattr(Trainer, "evaluate", lambda self, vector: (1.0, 0.5))
+    for epochs in (2, 3):
+        assert train(problem, tmp_path / f"last{epochs}",
+                     base + [f"train.epochs={epochs}"]).exit_code == 0
+    assert state_dicts_equal(best / "final.pt", tmp_path / "last2" / "final.pt")
+    assert state_dicts_equal(best / "ema.pt", tmp_path / "last3" / "ema.pt")
+    assert not state_dicts_equal(tmp_path / "last2" / "final.pt", tmp_path / "last3" / "final.pt")
+    assert [checkpoint.load(best / name)["epoch"] for name in ("final.pt", "ema.pt")] == [2, 3]
+    # the choice may change on resume: the finished run rewrites its models from its end
+    again = train(problem, best, base + ["train.epochs=4"], resume=True)
+    assert again.exit_code == 0, again.output
+    assert [checkpoint.load(best / name)["epoch"] for name in ("final.pt", "ema.pt")] == [4, 4]
+
+
 def test_exponential_schedule_decays_per_frame_to_the_final_rate(problem, tmp_path):
     exp = tmp_path / "exp"
     result = train(problem, exp, TINY_DNN + ["sync.strategy=single", "train.epochs=3",

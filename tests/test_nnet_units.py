@@ -11,6 +11,7 @@ from emasr.nnet.models import build_model
 from emasr.nnet.averages import (CumulativeAverage, LastEpochsAverage, build_averagers,
                                  kept_models)
 from emasr.nnet.schedule import LearningRateSchedule
+from emasr.nnet.selection import best_epochs
 from emasr.nnet.workers import batch_stats, correct_frames, summed
 from conftest import REPO
 
@@ -70,6 +71,7 @@ def test_config_rejects_unknown_keys_and_bad_values():
     ("data.minibatch_frames=0", "data.minibatch_frames must be >= 1, got 0"),
     ("dist.timeout_s=0", "dist.timeout_s must be > 0, got 0"),
     ("sync.block_size=0", "sync.block_size must be >= 1, got 0"),
+    ("train.final_epoch=best", "train.final_epoch 'best': expected one of last, best_dev_acc"),
 ])
 def test_config_refuses_degenerate_values(override, message):
     with pytest.raises(configs.ConfigError, match=message):
@@ -204,6 +206,13 @@ def test_exponential_decay_reaches_the_final_rate_at_the_planned_frames():
     assert LearningRateSchedule("constant", 0.2).lr_at(0.9) == 0.2
     decision = e.end_epoch(5.0)
     assert decision.accepted and not decision.stop
+
+
+def test_best_epochs_per_model_earliest_of_ties_and_none_for_a_model_never_scored():
+    records = [{"epoch": 1, "dev_acc": 0.4},
+               {"epoch": 2, "dev_acc": 0.6, "dev_acc_ema": 0.5},
+               {"epoch": 3, "dev_acc": 0.6, "dev_acc_ema": 0.7}]
+    assert best_epochs(records, ["final", "ema", "avg"]) == {"final": 2, "ema": 3}
 
 
 def test_cumulative_average_of_a_known_sequence_from_its_start_point():

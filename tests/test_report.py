@@ -531,3 +531,35 @@ def test_the_ema_row_is_the_half_life_chosen_on_dev_and_the_others_are_listed(tm
     assert [cells[4] for cells in sweep] == ["ema_1000", "ema_3000"]
     assert [cells[9:] for cells in sweep] == [["20.00", "40.00", ""],
                                               ["10.00", "50.00", "**chosen**"]]
+
+
+def test_runs_whose_models_are_from_their_best_dev_epoch_are_tuned_and_shown_by_it(tmp_path):
+    # two grid points under train.final_epoch best_dev_acc: the lr 0.4 run ends below the lr 0.1
+    # run but peaked above it at epoch 2 (its EMA at epoch 1); its model files are from those
+    # epochs, so dev chooses it, and the table shows the peak's accuracy and epoch
+    best = ("train.final_epoch=best_dev_acc",)
+    steady, peaked = (make_network_run(str(tmp_path), "dnn", "bmuf", 1, 2, True, {}, {}, lr=lr,
+                                       settings=best) for lr in (0.1, 0.4))
+    path = os.path.join(peaked, "metrics.jsonl")
+    with open(path, encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    epochs = [r for r in records if r["type"] == "epoch"]
+    epochs[1]["dev_acc"] += 0.5
+    epochs[2]["dev_acc"] -= 0.2
+    epochs[0]["dev_acc_ema"] += 0.5
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+    for strategies in ("bmuf", "bmuf+ema"):
+        result = CliRunner().invoke(main, ["report", "--select", "--archs", "dnn", "--strategies",
+                                           strategies, steady, peaked])
+        assert result.exit_code == 0, result.output
+        assert result.output.split() == [peaked]
+    out = tmp_path / "R.md"
+    result = CliRunner().invoke(main, ["report", "--out", str(out), "--archs", "dnn",
+                                       "--strategies", "bmuf bmuf+ema", "--replications", "10",
+                                       steady, peaked])
+    assert result.exit_code == 0, result.output
+    rows = table_rows(out.read_text(), "Networks")
+    assert rows[("DNN", "BMUF")][6] == "90.00 (epoch 2)"
+    assert rows[("DNN", "BMUF+EMA")][6] == "86.00 (epoch 1)"
+    assert "(train.final_epoch best_dev_acc)" in out.read_text()

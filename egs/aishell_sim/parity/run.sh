@@ -10,6 +10,9 @@
 #   parity/run.sh P3c     BMUF-8 of the 8-layer DNN at block momentum 1 - 1/8, 0.75 and 0.5
 #   parity/run.sh P3d     BMUF-8 at block momentum 1 - 1/8 with the local rate halved and
 #                         quartered (P3c: at the one-worker rate it stalled, as MA-8 at 4x and 8x)
+#   parity/run.sh P3e     the 8-layer DNN at 16 epochs, one worker and BMUF-8 at block momentum 0.5
+#                         (P3c's choice), each model file from its best dev epoch
+#                         (train.final_epoch=best_dev_acc): parity at convergence (parity/dnn8_16/)
 #   parity/run.sh P4      the verdict's baselines on the DNN 3x512 at 12 epochs, where BMUF-8
 #                         reached parity (P2): MA-8 at 1x to 8x the rate, beside P1's and P2's
 #                         seed-1 runs (one worker, BMUF-8 at eta 1 - 1/8, eta 0.75, tau 4)
@@ -20,7 +23,7 @@
 # command, wall time, machine, commit and the sha256 of the network targets and training features.
 set -euo pipefail
 
-help_message="Usage: $0 <piece>   (P0 P1 P2 P3a-P3d P4 P5a P5b; the pieces are described in PLAN.md)"
+help_message="Usage: $0 <piece>   (P0 P1 P2 P3a-P3e P4 P5a P5b; the pieces are described in PLAN.md)"
 . "$(dirname "$0")/../utils/parse_options.sh"
 [ $# -eq 1 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
 piece=$1
@@ -36,6 +39,10 @@ dnn8=(--nnet-dir exp/parity_dnn8 --archs dnn --dnn-opts model.hidden_layers=8 --
 ma_grid="ma: train.lr=0.1,0.2,0.4,0.8"   # 1x to 8x the one-worker rate (Kaldi's N x rule at 8x)
 bmuf_grid="bmuf: sync.block_momentum=0.875,0.75,0.5"
 bmuf_lr_grid="bmuf: sync.block_momentum=0.875 train.lr=0.05,0.025"
+# P3e: every BMUF-8 run of P3c-P3d still climbed at epoch 8 while one worker's dev loss rose after
+# 6: twice the epochs, and each model taken at its own best dev epoch, so both are at convergence
+dnn8_16=(--nnet-dir exp/parity_dnn8_16 --archs dnn --epochs 16
+         --dnn-opts "model.hidden_layers=8 train.final_epoch=best_dev_acc")
 # P4 on: the verdict on the DNN 3x512 at 12 epochs (P1, P2), its grid searched on seed 1 only;
 # P1's and P2's seed-1 runs are its grid points (linked in). No +avg rows: P1's runs kept no
 # cumulative average, and the EMA against BMUF, MA and one worker is what the verdict asks
@@ -74,6 +81,10 @@ case $piece in
     ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${dnn8[@]}" --strategies "$strategies" \
       --grid "$grid" --ma-lr-times-workers false \
       --results parity/dnn8/RESULTS.md --title "Tuned baselines: DNN 8x512, 8 epochs" ;;
+  P3e) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${dnn8_16[@]}" \
+        --strategies "$(rows single bmuf)" --grid "bmuf: sync.block_momentum=0.5" \
+        --results parity/dnn8_16/RESULTS.md \
+        --title "Parity at convergence: DNN 8x512, 16 epochs, each model at its best dev epoch" ;;
   P4|P5a|P5b)
     if [ "$piece" = P4 ]; then
       mkdir -p exp/parity_dnn3 parity/dnn3
@@ -87,7 +98,7 @@ case $piece in
     ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${dnn3[@]}" --seeds "$seeds" \
       --strategies "single single+ema ma ma+ema bmuf bmuf+ema" --grid "$dnn3_grid" \
       --ma-lr-times-workers false ;;
-  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2, P3a-P3d, P4, P5a, P5b: PLAN.md)" >&2
+  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2, P3a-P3e, P4, P5a, P5b: PLAN.md)" >&2
      exit 1 ;;
 esac
 

@@ -26,6 +26,7 @@ from emasr.nnet.models import ARCHITECTURES, Architecture, architecture, model_c
 from emasr.nnet.precision import COMPILE_MODES, OPTIMIZER_IMPLS, PRECISIONS
 from emasr.nnet.resident import RESIDENT_DTYPES, RESIDENT_MEMORY
 from emasr.nnet.schedule import SCHEDULES
+from emasr.nnet.selection import FINAL_EPOCHS
 from emasr.nnet.sections import ConfigError, Section, compose
 from emasr.nnet.sync import RULES
 
@@ -78,6 +79,8 @@ class TrainConfig(Section):
     lr_decay: float = 0.5             # newbob: the halving factor
     min_lr: float = 1.0e-5
     checkpoint_every_blocks: int = 0  # 0: checkpoints only at epoch ends
+    final_epoch: str = "last"         # last | best_dev_acc: each model file from the epoch of
+                                      # its best dev frame accuracy (emasr.nnet.selection)
     init_seed: int = 1
     precision: str = "fp32"           # fp32 | bf16 (autocast, fp32 master weights)
     tf32: bool = False                # CUDA: TF32 tensor-core matmuls for fp32
@@ -113,8 +116,8 @@ MOVED = {"sync.ema_decay": "average.ema_decay",
          "sync.ema_half_life_frames": "average.ema_half_life_frames"}
 
 # Keys a resumed run may change without invalidating the checkpoint.
-RESUMABLE_CHANGES = {"train.epochs", "train.checkpoint_every_blocks", "dist.timeout_s",
-                     "dist.device", "dist.backend", "data.resident_memory"}
+RESUMABLE_CHANGES = {"train.epochs", "train.checkpoint_every_blocks", "train.final_epoch",
+                     "dist.timeout_s", "dist.device", "dist.backend", "data.resident_memory"}
 
 
 @dataclass
@@ -218,6 +221,7 @@ def validate(config: Config) -> None:
                                 (t.optimizer_impl, "train.optimizer_impl", OPTIMIZER_IMPLS),
                                 (t.compile_mode, "train.compile_mode", COMPILE_MODES),
                                 (t.schedule, "train.schedule", SCHEDULES),
+                                (t.final_epoch, "train.final_epoch", FINAL_EPOCHS),
                                 (t.optimizer, "train.optimizer", OPTIMIZERS),
                                 (s.strategy, "sync.strategy", RULES),
                                 (config.dist.device, "dist.device", ("auto", "cpu", "cuda")),

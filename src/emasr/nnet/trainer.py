@@ -38,6 +38,7 @@ from emasr.nnet.averages import build_averagers, ema_decays
 from emasr.nnet.resident import ResidentData, ResidentGroup
 from emasr.nnet.precision import compile_mode, make_optimizer, set_tf32
 from emasr.nnet.schedule import LearningRateSchedule
+from emasr.nnet.selection import GLOBAL, best_epochs, epoch_records
 from emasr.nnet.sync import make_rule
 from emasr.nnet.workers import batch_stats, make_workers, summed
 
@@ -516,31 +517,58 @@ class Trainer:
             with atomic_write(path) as f:
                 f.writelines(keep)
 
-    def model_file(self, vector: torch.Tensor, kind: str) -> dict:
+    def model_file(self, vector: torch.Tensor, kind: str, epoch: int) -> dict:
         model = copy.deepcopy(self.model)
         vector_to_model(vector, model)
-        return {"kind": kind, "model_config": self.config.model.to_dict(),
+        return {"kind": kind, "epoch": epoch, "model_config": self.config.model.to_dict(),
                 "data_config": self.config.data.to_dict(), "input_dim": self.input_dim,
                 "num_pdfs": self.num_pdfs, "pipeline": self.pipeline.to_dict(),
                 "log_priors": torch.as_tensor(np.asarray(self.targets.log_priors), dtype=torch.float32),
                 "state_dict": {k: v.cpu() for k, v in model.state_dict().items()}}
 
+    def current_models(self) -> dict[str, torch.Tensor | None]:
+        """File stem -> model vector: W_g (final) and each averaged model (None: not started)."""
+        return {GLOBAL: self.rule.global_model,
+                **{name: averager.average for name, averager in self.averagers.items()}}
+
+    def final_models(self) -> dict[str, tuple[torch.Tensor | None, int]]:
+        """File stem -> (model vector, the epochs it has seen), as train.final_epoch says: the
+        run's end, or each model at its best dev epoch, read from that epoch's checkpoint (the
+        rule and averages are loaded into this process: training is over)."""
+        last = self.position[0]
+        if self.config.train.final_epoch == "last":
+            return {name: (vector, last) for name, vector in self.current_models().items()}
+        records = epoch_records(os.path.join(self.exp_dir, "metrics.jsonl"))
+        chosen = best_epochs(records, list(self.current_models()))
+        models = {}
+        for epoch in sorted(set(chosen.values())):
+            where = checkpoint.directory(self.exp_dir, epoch, 0)
+            if not os.path.isfile(os.path.join(where, checkpoint.STATE)):
+                raise DataError(f"train.final_epoch best_dev_acc chose epoch {epoch}, but its "
+                                f"checkpoint {where} is missing; it holds the models to write")
+            state = checkpoint.load(os.path.join(where, checkpoint.STATE), self.device)
+            self.rule.load_state_dict(state["rule"])
+            for name, averager in self.averagers.items():
+                averager.load_state_dict(state["averages"][name])
+            models.update({name: (vector, epoch) for name, vector in self.current_models().items()
+                           if chosen.get(name) == epoch})
+        return models
+
     def write_final_models(self) -> None:
         if self.rank != 0:
             return
-        checkpoint.save(self.model_file(self.rule.global_model, "global"),
-                        os.path.join(self.exp_dir, "final.pt"))
+        self.flush_metrics()   # the epoch records best_dev_acc reads
         written = []
-        for name, averager in self.averagers.items():
-            if averager.average is not None:
-                checkpoint.save(self.model_file(averager.average, name),
+        for name, (vector, epoch) in self.final_models().items():
+            if vector is not None:
+                kind = "global" if name == GLOBAL else name
+                checkpoint.save(self.model_file(vector, kind, epoch),
                                 os.path.join(self.exp_dir, f"{name}.pt"))
-                written.append(f"{name}.pt")
+                written.append(f"{name}.pt (epoch {epoch})")
         prior = os.path.join(self.targets_dir, "prior.vec")
         if os.path.isfile(prior):
             shutil.copyfile(prior, os.path.join(self.exp_dir, "prior.vec"))
-        logger.info("wrote %s/final.pt%s", self.exp_dir,
-                    "".join(f", {name}" for name in written))
+        logger.info("wrote to %s: %s", self.exp_dir, ", ".join(written))
 
     def cleanup(self) -> None:
         self.flush_metrics()   # a run stopped by an error keeps the records up to it

@@ -60,6 +60,13 @@ def failed_cell(row: Row) -> str:
     return "/".join(str(row.cer[s].failed) if s in row.cer else "-" for s in ("dev", "test"))
 
 
+def epochs_note(epochs: list[int]) -> str:
+    """' (epoch 7)' after a dev frame accuracy whose model's epoch dev chose; '' else."""
+    if not epochs:
+        return ""
+    return f" (epoch{'s' if len(epochs) > 1 else ''} {', '.join(map(str, epochs))})"
+
+
 def network_row(row: Row, rows: list[Row]) -> list[str]:
     head = [row.arch.upper(), name(row.label)]
     if not row.ran:
@@ -69,7 +76,7 @@ def network_row(row: Row, rows: list[Row]) -> list[str]:
     best = row.cer.get("test_best")
     return head + [
         row.workers(), str(len(row.runs)), row.learning_rates(), grid_cell(row),
-        fmt(None if acc is None else 100 * acc, ".2f"),
+        fmt(None if acc is None else 100 * acc, ".2f") + epochs_note(row.chosen_epochs()),
         cer_cell(row.cer.get("dev")), cer_cell(row.cer.get("test")),
         seeds_cell(row.cer.get("test")),
         setting_cell(row.cer.get("dev")), fmt(None if best is None else best.cer, ".2f"),
@@ -102,7 +109,11 @@ def network_section(rows: list[Row]) -> list[str]:
             "the same worker count and against the single worker. Train time, syncs and bytes "
             "all-reduced per worker are per run (mean over seeds); a +EMA, +avg (cumulative "
             "average) or +lastk (last-k epochs average) row decodes an averaged model of the "
-            "training run of the row without it.", ""] + \
+            "training run of the row without it." + (
+                " \"(epoch k)\" after a dev frame accuracy: the run wrote each model from the "
+                "end of the epoch of its own best dev frame accuracy (train.final_epoch "
+                "best_dev_acc), one epoch per seed." if any(r.chosen_epochs() for r in rows)
+                else ""), ""] + \
         table(NETWORK_HEADER, [network_row(r, rows) for r in rows])
 
 
@@ -163,7 +174,8 @@ def sweep_rows(row: Row) -> list[list[str]]:
                           model, fmt(ema.get("half_life_frames"), ".0f"),
                           fmt(ema.get("half_life_syncs"), ".3g"),
                           fmt(ema.get("half_life_epochs"), ".3g"),
-                          fmt(None if acc is None else 100 * acc, ".2f"),
+                          fmt(None if acc is None else 100 * acc, ".2f") +
+                          epochs_note([e for e in [run.file_epoch(model)] if e is not None]),
                           fmt(None if dev is None else dev.cer, ".2f"),
                           fmt(None if test is None else test.cer, ".2f"),
                           "**chosen**" if model == chosen else ""])

@@ -72,6 +72,10 @@ class Row:
     def dev_acc(self) -> float | None:
         return self.mean(r.dev_acc(self.model) for r in self.runs)
 
+    def chosen_epochs(self) -> list[int]:
+        """The epoch each run's model is from, where dev chose it (train.final_epoch)."""
+        return [e for e in (r.file_epoch(r.chosen(self.model)) for r in self.runs) if e is not None]
+
     def total(self, key: str) -> float | None:
         return self.mean(r.metrics.final.get(key) for r in self.runs)
 

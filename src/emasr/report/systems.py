@@ -21,6 +21,7 @@ import yaml
 
 from emasr.nnet import config as configs, regime as regimes
 from emasr.nnet.averages import AVERAGED_MODELS, family, kept_models
+from emasr.nnet.selection import accuracy_key, best_epochs
 from emasr.nnet.sync import RULES
 from emasr.nnet.tuning import TUNED_SETTINGS
 from emasr.report.metrics import TrainingMetrics, read_metrics
@@ -78,6 +79,7 @@ class NetworkRun:
     tuned: dict[str, TunedDecodes] = field(default_factory=dict)   # model -> its decodes
     settings: dict = field(default_factory=dict)   # TUNED_SETTINGS -> this run's value
     regime: dict | None = None                     # the trainer's regime.json
+    final_epoch: str = "last"  # train.final_epoch: which epoch each model file is from
 
     def keeps(self, model: str) -> bool:
         """Whether the run kept a model of this family (final, ema, avg, ...)."""
@@ -96,8 +98,25 @@ class NetworkRun:
             return min(decoded, key=lambda m: self.tuned[m].dev.cer)
         return max(variants, key=lambda m: self.variant_acc(m) or 0.0)
 
+    def model_epoch(self, name: str) -> dict:
+        """The epoch record of the epoch the model file `name` is from: the run's last, or, under
+        train.final_epoch best_dev_acc, the epoch of the model's best dev frame accuracy."""
+        if self.final_epoch == "best_dev_acc":
+            epoch = best_epochs(self.metrics.epochs, [name]).get(name)
+            for record in self.metrics.epochs:
+                if int(record["epoch"]) == epoch:
+                    return record
+        return self.metrics.final
+
+    def file_epoch(self, name: str) -> int | None:
+        """The epoch dev chose for the model file `name` (None: the run's end stands)."""
+        if self.final_epoch != "best_dev_acc":
+            return None
+        epoch = self.model_epoch(name).get("epoch")
+        return None if epoch is None else int(epoch)
+
     def variant_acc(self, name: str) -> float | None:
-        value = self.metrics.final.get("dev_acc" if name == "final" else f"dev_acc_{name}")
+        value = self.model_epoch(name).get(accuracy_key(name))
         return None if value is None else float(value)
 
     def dev_acc(self, model: str) -> float | None:
@@ -170,7 +189,8 @@ def read_network_run(exp_dir: str) -> NetworkRun:
         exp_dir=exp_dir, arch=config.model.type, strategy=strategy, seed=config.train.init_seed,
         lr=config.train.lr, workers=workers, averages=kept_models(config.average),
         lr_times_workers=config.sync.lr_times_workers, metrics=metrics,
-        settings=tuned_settings(flat, regime), regime=regime)
+        settings=tuned_settings(flat, regime), regime=regime,
+        final_epoch=config.train.final_epoch)
     for model in ("final", *run.averages):
         tuned = read_tuned(decode_dir_name(exp_dir, "dev", model),
                            decode_dir_name(exp_dir, "test", model))
