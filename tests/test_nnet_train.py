@@ -26,7 +26,7 @@ from emasr.nnet.averages import build_averagers
 from emasr.nnet.sync import make_rule
 from emasr.nnet.trainer import Trainer, make_pipeline, open_targets
 from emasr.nnet.workers import predict
-from emasr.report.metrics import read_metrics
+from emasr.nnet.metrics import read_metrics
 from conftest import REPO, run_script
 from nnet_synthetic import (DIM, NUM_PDFS, TINY_DNN, TINY_LSTM, make_corpus, make_problem,
                             write_targets)

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from emasr.cli import main
-from emasr.report.metrics import MetricsError, read_metrics
+from emasr.nnet.metrics import MetricsError, read_metrics
 from emasr.report.scoring import ScoringError, read_decode_dir
 from report_synthetic import (corrupt, make_gmm_system, make_network_run, reference_texts,
                               write_scored_decode)

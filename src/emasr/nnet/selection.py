@@ -9,11 +9,10 @@
   convergence). The epoch-end checkpoints hold every model's state, so nothing is retrained.
 
 The dev frame accuracies are the epoch records of `<exp>/metrics.jsonl` (`dev_acc`,
-`dev_acc_<name>`); the epoch each file is from is in the file (`epoch`) and the training log.
+`dev_acc_<name>`, read by emasr.nnet.metrics); the epoch each file is from is in the file
+(`epoch`) and the training log.
 """
 from __future__ import annotations
-
-import json
 
 FINAL_EPOCHS = ("last", "best_dev_acc")
 
@@ -23,21 +22,6 @@ GLOBAL = "final"   # the global model's file stem; an averaged model's is its na
 def accuracy_key(name: str) -> str:
     """The epoch record's key of model `name`'s dev frame accuracy."""
     return "dev_acc" if name == GLOBAL else f"dev_acc_{name}"
-
-
-def epoch_records(path: str) -> list[dict]:
-    """The epoch records of metrics.jsonl in epoch order (a resumed run's last record of an
-    epoch wins, as in emasr.report.metrics)."""
-    records = {}
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            try:
-                record = json.loads(line) if line.strip() else {}
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{number}: not a JSON object ({err.msg})") from None
-            if isinstance(record, dict) and record.get("type") == "epoch":
-                records[int(record["epoch"])] = record
-    return [records[epoch] for epoch in sorted(records)]
 
 
 def best_epochs(records: list[dict], names: list[str]) -> dict[str, int]:

@@ -38,7 +38,8 @@ from emasr.nnet.averages import build_averagers, ema_decays
 from emasr.nnet.resident import ResidentData, ResidentGroup
 from emasr.nnet.precision import compile_mode, make_optimizer, set_tf32
 from emasr.nnet.schedule import LearningRateSchedule
-from emasr.nnet.selection import GLOBAL, best_epochs, epoch_records
+from emasr.nnet.metrics import read_metrics
+from emasr.nnet.selection import GLOBAL, best_epochs
 from emasr.nnet.sync import make_rule
 from emasr.nnet.workers import batch_stats, make_workers, summed
 
@@ -538,7 +539,7 @@ class Trainer:
         last = self.position[0]
         if self.config.train.final_epoch == "last":
             return {name: (vector, last) for name, vector in self.current_models().items()}
-        records = epoch_records(os.path.join(self.exp_dir, "metrics.jsonl"))
+        records = read_metrics(os.path.join(self.exp_dir, "metrics.jsonl")).epochs
         chosen = best_epochs(records, list(self.current_models()))
         models = {}
         for epoch in sorted(set(chosen.values())):

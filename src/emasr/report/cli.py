@@ -136,7 +136,7 @@ def report_cli(out, plot_dir, archs, strategies, notes, bench, replications, tit
     The per-utterance counts and the systems' records go to --counts-dir (counts/ beside the
     report): commit them with it; `--from-counts` rebuilds the report from them alone.
     """
-    from emasr.report.metrics import MetricsError
+    from emasr.nnet.metrics import MetricsError
     from emasr.report.scoring import ScoringError
     from emasr.io.table import TableError
 

@@ -23,7 +23,7 @@ import os
 from collections import defaultdict
 
 from emasr.io.atomic import atomic_write
-from emasr.report.metrics import TrainingMetrics
+from emasr.nnet.metrics import TrainingMetrics
 from emasr.report.scoring import ScoredDecode, ScoringError
 from emasr.report.systems import GmmSystem, NetworkRun, TunedDecodes
 

@@ -24,7 +24,7 @@ from emasr.nnet.averages import AVERAGED_MODELS, family, kept_models
 from emasr.nnet.selection import accuracy_key, best_epochs
 from emasr.nnet.sync import RULES
 from emasr.nnet.tuning import TUNED_SETTINGS
-from emasr.report.metrics import TrainingMetrics, read_metrics
+from emasr.nnet.metrics import TrainingMetrics, read_metrics
 from emasr.report.scoring import ScoredDecode, ScoringError, read_decode_dir
 
 logger = logging.getLogger(__name__)
