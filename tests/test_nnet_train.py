@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from emasr.cli import main
 from emasr.nnet import checkpoint, config as configs
+from emasr.nnet.regime import describe
 from emasr.nnet.data import Source, TrainingData, shard, utterances_with_targets
 from emasr.nnet.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
@@ -155,9 +156,19 @@ def test_torchrun_workers_match_single_process_simulation(problem, tmp_path, wor
     regime = json.loads((tmp_path / "exp" / "regime.json").read_text())
     assert regime["workers"] == workers and regime["hardware"]["device"] == "cpu"
     assert regime["syncs_total"] == last["syncs"] > 0
-    # train.sh prints one warning line exactly when BMUF's data rule is broken (MA has none)
+    # `emasr regime` gives the same numbers from the targets alone, before any training
+    targets, train_dir, _ = problem
+    planned = subprocess.run(
+        [sys.executable, "-m", "emasr.cli", "regime", "--json", "--num-workers", str(workers),
+         *[arg for kv in overrides for arg in ("--set", kv)], targets, train_dir],
+        capture_output=True, text=True, check=True)
+    assert json.loads(planned.stdout) == {k: v for k, v in regime.items() if k != "hardware"}
+    # train.sh ran it before the workers (its line in log/regime.log) and prints its one warning
+    # line exactly when BMUF's data rule is broken (MA has none)
+    assert (tmp_path / "exp" / "log" / "regime.log").read_text() == describe(regime) + "\n"
     warned = result.stderr.count("WARNING: BMUF's data rule is not met")
     assert warned == (1 if regime["data_rule_met"] is False else 0), (warned, regime)
+    assert planned.stderr.count("WARNING: BMUF's data rule is not met") == warned
     assert regime["data_rule_met"] is {"2-dnn-bmuf-nesterov": True, "4-dnn-ma": None,
                                        "2-dnn-diloco": None, "2-lstm-bmuf-classic": False}[case]
 

@@ -93,6 +93,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "make-targets": ("emasr.ali.targets:make_targets_cli", "Frame-level pdf targets and priors at the network frame rate from an alignment dir."),
     # -- nnet (training) --
     "train": ("emasr.nnet.cli:train_cli", "Train a network (one worker; torchrun runs N)."),
+    "regime": ("emasr.nnet.cli:regime_cli", "The regime a training will run in (syncs, BMUF's data rule, EMA half-lives), before it."),
     "averaging-opts": ("emasr.nnet.cli:averaging_opts_cli", "The config overrides that keep averaged models (ema=F, avg, lastk)."),
     "tuning-grid": ("emasr.nnet.tuning:tuning_grid_cli", "A sync rule's runs of a tuning grid searched on dev: directory suffix and overrides."),
     "nnet-forward": ("emasr.nnet.forward:nnet_forward_cli", "Network log-likelihoods for decoding."),

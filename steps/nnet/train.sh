@@ -32,8 +32,8 @@ help_message="Usage: $0 [options] <targets-dir> <train-data-dir> <dev-data-dir> 
 e.g.: $0 --num-workers 4 --strategy bmuf --ema-decay 0.99 --nnet-config conf/nnet/dnn.yaml \\
         exp/dnn/targets data/train_fbank data/dev_fbank exp/dnn
 Writes <exp-dir>/final.pt (and ema.pt with an EMA), checkpoints, metrics.jsonl, regime.json
-(frames per sync, syncs, BMUF's data rule: a warning line when it is broken); log in
-<exp-dir>/log/train.log.
+(frames per sync, syncs, BMUF's data rule); log in <exp-dir>/log/train.log. Before training,
+prints one warning line when BMUF's data rule is broken (emasr regime; log/regime.log).
 Options:
   --nnet-config FILE              YAML config (conf/nnet/dnn.yaml); defaults fill the rest
   --num-workers N                 synchronous workers on each node (default $num_workers)
@@ -124,6 +124,13 @@ args=()
 [ -n "$epochs" ] && args+=(--epochs "$epochs")
 for kv in $set_opts; do args+=(--set "$kv"); done
 [ -n "$workers_per_process" ] && args+=(--set "dist.workers_per_process=$workers_per_process")
+# the regime before any work (emasr regime, from the targets' lengths, as the trainer deals the
+# shards): its numbers in log/regime.log, one warning line here when BMUF's data rule is broken
+if ! warning=$(emasr regime "${args[@]}" --num-workers $((num_workers * num_nodes)) "$targets" \
+                 "$train_data" 2>&1 > "$dir/log/regime.log"); then
+  echo "$0: $warning" >&2; exit 1
+fi
+[ -z "$warning" ] || echo "$0: $warning" >&2
 [ "$resume" = true ] && args+=(--resume)
 
 # The job's environment, set on its command line: a scheduler's job does not inherit this shell's
@@ -154,5 +161,3 @@ $cmd ${job_opts[@]+"${job_opts[@]}"} "$dir/log/train.log" "${job_env[@]}" "${lau
 # the averaged models beside the global one (ema.pt, or ema_<frames>.pt for several half-lives)
 averaged=$(cd "$dir" && ls ema.pt ema_*.pt avg.pt lastk.pt 2> /dev/null | paste -sd' ' || true)
 log "trained $dir/final.pt${averaged:+ and ${averaged// /, }}"
-# the regime the run trained in ($dir/regime.json): one warning line when BMUF's data rule is broken
-grep -m1 -o "BMUF's data rule is not met.*" "$dir/log/train.log" | sed "s|^|$0: WARNING: |" >&2 || true

@@ -40,21 +40,38 @@ def shortcut_overrides(strategy, block_size, ema_decay, ema_half_life_frames, ep
     return [f"{key}={value}" for key, value in pairs if value is not None]
 
 
+def config_options(command):
+    """The options that make a training's config, shared by `emasr train` and `emasr regime`."""
+    options = [
+        click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
+                     help="YAML config (e.g. conf/nnet/dnn.yaml); defaults fill what it leaves "
+                          "out."),
+        click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                     help="Override one config value, e.g. --set train.lr=0.2 (repeatable)."),
+        click.option("--strategy", type=click.Choice(STRATEGIES), default=None,
+                     help="Sync rule (sync.strategy)."),
+        click.option("--block-size", type=int, default=None, help="tau: minibatches per sync."),
+        click.option("--ema-decay", type=float, default=None,
+                     help="EMA decay alpha per sync (average.ema_decay)."),
+        click.option("--ema-half-life-frames", default=None,
+                     help="EMA half-life in training frames, alpha per sync derived from it "
+                          "(average.ema_half_life_frames); a list ('30000,90000') keeps one EMA "
+                          "each, ema_<frames>.pt."),
+        click.option("--epochs", type=int, default=None, help="train.epochs"),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def resolve_config(config_path, overrides, strategy, block_size, ema_decay, ema_half_life_frames,
+                   epochs) -> configs.Config:
+    return configs.resolve(config_path, [*overrides, *shortcut_overrides(
+        strategy, block_size, ema_decay, ema_half_life_frames, epochs)])
+
+
 @click.command("train")
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
-              help="YAML config (e.g. conf/nnet/dnn.yaml); defaults fill what it leaves out.")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override one config value, e.g. --set train.lr=0.2 (repeatable).")
-@click.option("--strategy", type=click.Choice(STRATEGIES), default=None,
-              help="Sync rule (sync.strategy).")
-@click.option("--block-size", type=int, default=None, help="tau: minibatches per sync.")
-@click.option("--ema-decay", type=float, default=None,
-              help="EMA decay alpha per sync (average.ema_decay).")
-@click.option("--ema-half-life-frames", default=None,
-              help="EMA half-life in training frames, alpha per sync derived from it "
-                   "(average.ema_half_life_frames); a list ('30000,90000') keeps one EMA each, "
-                   "ema_<frames>.pt.")
-@click.option("--epochs", type=int, default=None, help="train.epochs")
+@config_options
 @click.option("--resume", is_flag=True, help="Continue from the latest complete checkpoint.")
 @click.argument("targets_dir", type=click.Path(exists=True, file_okay=False))
 @click.argument("train_dir", type=click.Path(exists=True, file_okay=False))
@@ -71,14 +88,49 @@ def train_cli(config_path, overrides, strategy, block_size, ema_decay, ema_half_
 
     threads = pin_threads()
     try:
-        config = configs.resolve(config_path, [*overrides, *shortcut_overrides(
-            strategy, block_size, ema_decay, ema_half_life_frames, epochs)])
+        config = resolve_config(config_path, overrides, strategy, block_size, ema_decay,
+                                ema_half_life_frames, epochs)
         logger.info("worker %s: %d threads; strategy %s, tau %d", os.environ.get("RANK", "0"),
                     threads, config.sync.strategy, config.sync.block_size)
         run(config, targets_dir, train_dir, dev_dir, exp_dir, resume)
     except (configs.ConfigError, DataError, RendezvousError, CollectiveTimeout, ValueError,
             FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
+
+
+@click.command("regime")
+@config_options
+@click.option("--num-workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="N: the workers of the training, on all nodes together.")
+@click.option("--json", "as_json", is_flag=True, help="Print the regime as regime.json holds it.")
+@click.argument("targets_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("train_dir", type=click.Path(exists=True, file_okay=False))
+def regime_cli(config_path, overrides, strategy, block_size, ema_decay, ema_half_life_frames,
+               epochs, num_workers, as_json, targets_dir, train_dir) -> None:
+    """Print the regime a training of N workers on TRAIN_DIR (with TARGETS_DIR's targets) runs
+    in, before any training: frames per epoch and per sync, syncs per epoch and in all, BMUF's
+    time constant and data rule, each EMA's decay per sync and half-life in syncs and epochs (the
+    numbers of regime.json, less the hardware). When BMUF's data rule is broken, one warning line
+    goes to stderr. Takes `emasr train`'s config options; steps/nnet/train.sh runs it first."""
+    import json
+
+    from emasr.nnet import regime
+    from emasr.nnet.data import DataError, utterances_with_targets, validate_targets
+    from emasr.nnet.trainer import open_targets
+
+    try:
+        config = resolve_config(config_path, overrides, strategy, block_size, ema_decay,
+                                ema_half_life_frames, epochs)
+        targets = open_targets(targets_dir)
+        utts = utterances_with_targets(train_dir, targets, targets_dir, "training")
+        planned = regime.plan(config, num_workers,
+                              validate_targets(targets, utts, targets.num_pdfs, targets_dir))
+    except (configs.ConfigError, DataError, ValueError, FileNotFoundError) as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(json.dumps(planned, indent=1, sort_keys=True) if as_json
+               else regime.describe(planned))
+    if regime.warning(planned):
+        click.echo(f"WARNING: {regime.warning(planned)}", err=True)
 
 
 @click.command("averaging-opts")

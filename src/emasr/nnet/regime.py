@@ -6,8 +6,9 @@ eta to the data: the momentum filter's time constant is -(frames per sync) / ln(
 N x (frames per sync) at eta = 1 - 1/N, and the unique training data should hold at least that
 time constant times N (about frames-per-sync x N^2). Below it BMUF-N falls behind one worker, and
 a comparison of the EMA against BMUF says nothing about the regime the paper assumed. Every
-training writes `regime.json` into its exp dir (the report reads it), and `emasr regime` prints
-the same numbers, with a warning when the rule is broken, before any training.
+training writes `regime.json` into its exp dir (the report reads it), and `emasr regime` (which
+steps/nnet/train.sh runs before it starts the workers) prints the same numbers from the targets'
+lengths alone, with the warning line when the rule is broken, before any training.
 
 Each EMA's decay per sync and half-life in syncs and epochs are here too: at N = 8 a half-life of
 a fixed number of frames is a few syncs.
@@ -19,6 +20,8 @@ import math
 import os
 
 from emasr.io.atomic import atomic_write
+from emasr.nnet.averages import build_averagers, ema_decays
+from emasr.nnet.data import shard
 from emasr.nnet.sync import bmuf
 
 REGIME_FILE = "regime.json"
@@ -57,9 +60,9 @@ def compute(config, workers: int, frames_per_epoch: int, emas: dict[str, float] 
     frames per sync)."""
     sync, train = config.sync, config.train
     per_batch = config.architecture.mode.minibatch_frames(config.data)
-    frames_per_sync = per_batch * sync.block_size * workers
+    per_sync = frames_per_sync(config, workers)
     if syncs_per_epoch is None:
-        syncs_per_epoch = frames_per_epoch // frames_per_sync
+        syncs_per_epoch = frames_per_epoch // per_sync
     eta = block_momentum(sync, workers)
     per_process = config.dist.workers_per_process
     regime = {
@@ -67,18 +70,42 @@ def compute(config, workers: int, frames_per_epoch: int, emas: dict[str, float] 
         "processes": max(1, workers // per_process), "seed": train.init_seed,
         "data_seed": config.data.seed, "epochs": train.epochs,
         "frames_per_epoch": int(frames_per_epoch), "minibatch_frames": per_batch,
-        "tau": sync.block_size, "frames_per_sync": frames_per_sync,
+        "tau": sync.block_size, "frames_per_sync": per_sync,
         "syncs_per_epoch": syncs_per_epoch, "syncs_total": syncs_per_epoch * train.epochs,
         "block_momentum": eta,
         "block_lr": sync.block_lr if sync.strategy == "bmuf" else None,
         "warmup_blocks": sync.warmup_blocks if sync.strategy == "bmuf" else None,
-        **data_rule(eta, frames_per_sync, workers, frames_per_epoch),
-        "emas": [ema_regime(name, decay, frames_per_sync, frames_per_epoch)
+        **data_rule(eta, per_sync, workers, frames_per_epoch),
+        "emas": [ema_regime(name, decay, per_sync, frames_per_epoch)
                  for name, decay in (emas or {}).items()],
     }
     if hardware is not None:
         regime["hardware"] = hardware
     return regime
+
+
+def frames_per_sync(config, workers: int) -> int:
+    """The frames one sync covers: minibatch frames x tau x N."""
+    per_batch = config.architecture.mode.minibatch_frames(config.data)
+    return per_batch * config.sync.block_size * workers
+
+
+def shard_syncs(config, lengths: list[int]) -> int:
+    """The syncs a worker's shard of utterances (`lengths`: target frames each) fills in an epoch;
+    an epoch ends at the last sync every worker can fill, the fewest of any shard."""
+    return config.architecture.mode.minibatches(lengths, config.data) // config.sync.block_size
+
+
+def plan(config, workers: int, lengths: dict[str, int]) -> dict:
+    """The regime `workers` workers will train in on the utterances of `lengths` (utterance ->
+    target frames, every training utterance with targets), from the shards the trainer deals
+    them: regime.json's numbers, less the hardware, before any training."""
+    utts = sorted(lengths)
+    shards = [shard(utts, config.data.seed, g, workers) for g in range(workers)]
+    syncs = min(shard_syncs(config, [lengths[u] for u in part]) for part in shards)
+    averagers = build_averagers(config, frames_per_sync(config, workers))
+    return compute(config, workers, sum(lengths.values()), ema_decays(averagers),
+                   syncs_per_epoch=syncs)
 
 
 def describe(regime: dict) -> str:

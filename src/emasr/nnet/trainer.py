@@ -147,9 +147,8 @@ class Trainer:
                               dtype=torch.float64, device=self.device)
         self.epoch_frames = int(self.comm.all_reduce(frames, "training frames").item())
         # an epoch ends at the last block every worker can fill: the fewest syncs of any shard
-        syncs = torch.tensor([float(min(
-            self.mode.minibatches([lengths[u] for u in data.utts], c.data) // c.sync.block_size
-            for data in self.shards))], device=self.device)
+        syncs = torch.tensor([float(min(regime.shard_syncs(c, [lengths[u] for u in data.utts])
+                                        for data in self.shards))], device=self.device)
         self.syncs_per_epoch = int(self.comm.all_reduce(
             syncs, "syncs per epoch", op=torch.distributed.ReduceOp.MIN).item())
         seeds = [c.train.init_seed * 1000 + g for g in self.worker_ids]
@@ -205,8 +204,7 @@ class Trainer:
         return make_optimizer(factory, params, t.optimizer_impl)
 
     def frames_per_sync(self) -> int:
-        return self.mode.minibatch_frames(self.config.data) * self.config.sync.block_size * \
-            self.workers
+        return regime.frames_per_sync(self.config, self.workers)
 
     def progress(self) -> float:
         """The share of the run's planned frames (epochs x one epoch's frames) processed."""
