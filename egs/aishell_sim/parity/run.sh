@@ -14,6 +14,7 @@
 #                         (P3c's choice), each model file from its best dev epoch
 #                         (train.final_epoch=best_dev_acc): parity at convergence (parity/dnn8_16/)
 #   parity/run.sh P3f     MA-8 of the same at twice the rate (P3b's choice on dev), seed 1
+#   parity/run.sh P3g     MA-8 of the same at 4x the rate too: MA's rate searched at 16 epochs
 #   parity/run.sh P5c     seed 2 of one worker, MA-8 and BMUF-8 of P3e-P3f
 #   parity/run.sh P5d     seed 3 of the same, and the verdict's report on the 8-layer DNN
 #   parity/run.sh P4      the verdict's baselines on the DNN 3x512 at 12 epochs, where BMUF-8
@@ -26,7 +27,7 @@
 # command, wall time, machine, commit and the sha256 of the network targets and training features.
 set -euo pipefail
 
-help_message="Usage: $0 <piece>   (P0 P1 P2 P3a-P3f P4 P5a-P5d; the pieces are described in PLAN.md)"
+help_message="Usage: $0 <piece>   (P0 P1 P2 P3a-P3g P4 P5a-P5d; the pieces are described in PLAN.md)"
 . "$(dirname "$0")/../utils/parse_options.sh"
 [ $# -eq 1 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
 piece=$1
@@ -52,9 +53,10 @@ dnn8_16=(--nnet-dir exp/parity_dnn8_16 --archs dnn --epochs 16
 dnn3=(--nnet-dir exp/parity_dnn3 --archs dnn --epochs 12 --grid-seed 1
       --results parity/dnn3/RESULTS.md --title "The verdict: DNN 3x512, 12 epochs, 8 workers")
 dnn3_grid="ma: train.lr=0.1,0.2,0.4,0.8; bmuf: sync.block_momentum=0.875,0.75; bmuf: sync.block_size=4"
-# P3f on: the verdict on the 8-layer DNN at 16 epochs, each model from its best dev epoch: the
-# points P3b (MA-8's rate) and P3c (BMUF-8's block momentum) chose on dev, searched on seed 1 only
-dnn8_16_grid="ma: train.lr=0.2; bmuf: sync.block_momentum=0.5"
+# P3f on: the verdict on the 8-layer DNN at 16 epochs, each model from its best dev epoch, at the
+# points chosen on dev on seed 1: BMUF-8's block momentum P3c's; MA-8's rate P3b's (P3f), then
+# searched again at 16 epochs (P3g: MA-8 at 0.2 still climbed at epoch 16, so the next rate up)
+dnn8_16_grid="ma: train.lr=0.2,0.4; bmuf: sync.block_momentum=0.5"
 rows() { for rule in "$@"; do printf '%s ' "$rule" "$rule+ema" "$rule+avg"; done; }
 
 . utils/lib/recipe.sh   # archive_sha256 (and the recipe's log lines and traps)
@@ -91,10 +93,12 @@ case $piece in
         --strategies "$(rows single bmuf)" --grid "bmuf: sync.block_momentum=0.5" \
         --results parity/dnn8_16/RESULTS.md \
         --title "Parity at convergence: DNN 8x512, 16 epochs, each model at its best dev epoch" ;;
-  P3f|P5c|P5d)
-    seeds=$(case $piece in P3f) echo 1 ;; P5c) echo "1 2" ;; P5d) echo "1 2 3" ;; esac)
+  P3f|P3g|P5c|P5d)
+    seeds=$(case $piece in P3f|P3g) echo 1 ;; P5c) echo "1 2" ;; P5d) echo "1 2 3" ;; esac)
+    grid=$dnn8_16_grid
+    [ "$piece" != P3f ] || grid="ma: train.lr=0.2; bmuf: sync.block_momentum=0.5"
     ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${dnn8_16[@]}" --seeds "$seeds" --grid-seed 1 \
-      --strategies "$(rows single ma bmuf)" --grid "$dnn8_16_grid" --ma-lr-times-workers false \
+      --strategies "$(rows single ma bmuf)" --grid "$grid" --ma-lr-times-workers false \
       --results parity/dnn8_16/RESULTS.md \
       --title "The verdict: DNN 8x512, 16 epochs, each model at its best dev epoch, 8 workers" ;;
   P4|P5a|P5b)
@@ -110,7 +114,7 @@ case $piece in
     ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${dnn3[@]}" --seeds "$seeds" \
       --strategies "single single+ema ma ma+ema bmuf bmuf+ema" --grid "$dnn3_grid" \
       --ma-lr-times-workers false ;;
-  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2, P3a-P3f, P4, P5a-P5d: PLAN.md)" >&2
+  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2, P3a-P3g, P4, P5a-P5d: PLAN.md)" >&2
      exit 1 ;;
 esac
 
