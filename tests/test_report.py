@@ -526,6 +526,21 @@ def test_the_loss_plot_stays_readable_when_a_run_diverges(tmp_path):
     assert np.log10(1.5 / 0.3) / np.log10(high / low) > 0.1
 
 
+@pytest.mark.parametrize("curves", [3, 15])
+def test_a_long_legend_goes_below_the_panel_and_a_short_one_stays_on_it(curves):
+    from emasr.report.plots import LEGEND_INSIDE, finish_axes, pyplot
+
+    fig, ax = pyplot().subplots()
+    for k in range(curves):   # curves that reach the top right, where a legend would sit
+        ax.plot([1, 16], [5, 40 - k * 0.1], label=f"run {k}")
+    finish_axes(ax)
+    fig.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    below = legend.y1 <= ax.get_window_extent().y0
+    assert below == (curves > LEGEND_INSIDE)
+    pyplot().close(fig)
+
+
 def test_the_ema_row_is_the_half_life_chosen_on_dev_and_the_others_are_listed(tmp_path):
     refs = {"dev": reference_texts(10, seed=12), "test": reference_texts(10, seed=13)}
     errors = {("dev", "final"): 3, ("test", "final"): 3,

@@ -75,10 +75,17 @@ def axes_grid(plt, archs: list[str]):
     return fig, axes[0]
 
 
+LEGEND_INSIDE = 6   # more curves than this: the legend goes below the panel, off the curves
+
+
 def finish_axes(ax) -> None:
     """Grid and legend, or "not run" on a panel with no curve."""
     ax.grid(alpha=0.3)
-    if ax.lines:
+    # the curves of plot(); errorbar() labels its container, so CER panels keep theirs inside
+    labelled = [line for line in ax.lines if not line.get_label().startswith("_")]
+    if len(labelled) > LEGEND_INSIDE:   # a legend this long would cover the converged curves
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
+    elif ax.lines:
         ax.legend(fontsize=8)
     else:
         ax.text(0.5, 0.5, "not run", ha="center", va="center", transform=ax.transAxes)
