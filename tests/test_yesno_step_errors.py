@@ -21,18 +21,31 @@ def recipe(yesno_run):
     return recipe
 
 
+def train_sh(recipe, set_opts: str, dev: str, exp: str):
+    return run_script(["steps/nnet/train.sh", "--nnet-config", "conf/nnet/dnn.yaml",
+                       "--set-opts", set_opts, "exp/dnn/targets", "data/train_yesno", dev, exp],
+                      cwd=recipe, env=ONE_THREAD)
+
+
 def test_an_error_inside_torchrun_reaches_the_console_as_emasrs_line(recipe):
-    result = run_script(["steps/nnet/train.sh", "--nnet-config", "conf/nnet/dnn.yaml",
-                         "--set-opts", "model.no_such_key=1", "exp/dnn/targets",
-                         "data/train_yesno", "data/train_yesno", "exp/bad_key"],
-                        cwd=recipe, env=ONE_THREAD)
+    # the dev set has no targets: only the trainer, inside torchrun, reads it
+    result = train_sh(recipe, "", "data/test_yesno", "exp/bad_dev")
     assert result.returncode == 1
     error = [line for line in result.stderr.splitlines() if "Error: " in line]
-    assert error and "no_such_key" in error[0], result.stderr
+    assert error and "dev set data/test_yesno" in error[0], result.stderr
     assert result.stderr.index(error[0]) < result.stderr.index("job failed")
     assert "To enable traceback" not in result.stderr
     # the traceback stays in the log
-    assert "ChildFailedError" in (recipe / "exp/bad_key/log/train.log").read_text()
+    assert "ChildFailedError" in (recipe / "exp/bad_dev/log/train.log").read_text()
+
+
+def test_a_config_error_stops_train_sh_before_any_job(recipe):
+    # `emasr regime` resolves the config before the workers start: no job, no train.log
+    result = train_sh(recipe, "model.no_such_key=1", "data/train_yesno", "exp/bad_key")
+    assert result.returncode == 1
+    error = [line for line in result.stderr.splitlines() if "Error: " in line]
+    assert error and "no_such_key" in error[0] and "train.sh" in error[0], result.stderr
+    assert not (recipe / "exp/bad_key/log/train.log").exists()
 
 
 def test_rescoring_with_a_narrower_grid_leaves_no_earlier_score(recipe, tmp_path):
