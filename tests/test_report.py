@@ -190,8 +190,7 @@ def test_an_ema_row_uses_the_run_its_sync_rules_row_chose(tmp_path):
 
 
 def epoch_records(exp_dir: str) -> list[dict]:
-    with open(os.path.join(exp_dir, "metrics.jsonl"), encoding="utf-8") as f:
-        return [r for r in map(json.loads, f) if r["type"] == "epoch"]
+    return read_metrics(os.path.join(exp_dir, "metrics.jsonl")).epochs
 
 
 def rewrite_epochs(exp_dir: str, epochs: list[dict]) -> None:
