@@ -124,6 +124,21 @@ def test_relative_changes_training_cost_and_tuned_learning_rate(experiment):
     assert bmuf_ema[9] == "s1 10.00"      # each seed's test CER
 
 
+def test_every_grid_point_is_listed_with_the_dev_accuracy_that_chose_it(experiment):
+    text = experiment["text"]
+    body = text.split("## Baselines searched on dev")[1].split("\n## ")[0]
+    points = [[c.strip() for c in line.strip().strip("|").split("|")]
+              for line in body.splitlines() if line.startswith("| DNN")]
+    # BMUF searched its rate on dev (two runs of seed 1); single and MA searched nothing
+    assert [p[1:5] for p in points] == [["BMUF", "2", "1", "lr 0.1"], ["BMUF", "2", "1", "lr 0.4"]]
+    assert [p[5] for p in points] == ["45.00", "25.00"]   # 0.3 and 0.1, + 0.05 an epoch for 3
+    assert [p[7] for p in points] == ["**chosen**", ""]
+    # the chosen point's dev CER is its row's; the other point (6 errors an utterance, not 3)
+    chosen_dev = float(table_rows(text, "Networks")[("DNN", "BMUF")][7].split()[0])
+    assert float(points[0][6]) == pytest.approx(chosen_dev)
+    assert float(points[1][6]) > 1.5 * chosen_dev
+
+
 def test_gmm_baselines_and_same_utterance_differences(experiment):
     text = experiment["text"]
     gmm = table_rows(text, "GMM-HMM baselines")
@@ -470,6 +485,10 @@ def test_a_report_rebuilt_from_its_counts_alone_is_the_same_report(tmp_path):
                 str(tmp_path / "exp"), "dnn", strategy, seed, workers, True, refs,
                 {(s, m): alternating(refs[s], n + seed - 1, n) for s in refs
                  for m, n in (("final", errors[0]), ("ema", errors[1]))}))
+    # a grid point of two settings, worse on dev (not decoded): the grid reads back in one order
+    dirs.append(make_network_run(str(tmp_path / "exp"), "dnn", "bmuf", 1, 2, True, refs, {},
+                                 acc0=0.1, settings=("sync.block_size=16",
+                                                     "sync.block_momentum=0.75")))
     gmm = make_gmm_system(str(tmp_path / "exp"), "tri1", refs, 3)
     out = tmp_path / "RESULTS.md"
     args = ["report", "--archs", "dnn", "--strategies", "single single+ema bmuf bmuf+ema",
@@ -483,6 +502,9 @@ def test_a_report_rebuilt_from_its_counts_alone_is_the_same_report(tmp_path):
     assert result.exit_code == 0, result.output
     assert rebuilt.read_text() == out.read_text()
     assert "| DNN | BMUF+EMA | 2 | 2 |" in out.read_text()
+    assert "| block_momentum {0.5, 0.75}; block_size {4, 16} |" in out.read_text()
+    assert "| DNN | BMUF | 2 | 1 | block_momentum 0.75, block_size 16 | 25.00 | - |  |" in \
+        out.read_text()
     result = CliRunner().invoke(main, ["report", "--from-counts", "--out", str(rebuilt), gmm])
     assert result.exit_code != 0 and "give no EXP_DIRS" in result.output
 

@@ -196,6 +196,42 @@ def sweep_section(rows: list[Row]) -> list[str]:
                "test CER (%)", ""], body) + [""]
 
 
+def grid_rows(row: Row) -> list[list[str]]:
+    """One line per run a row chose among on dev (a baseline's grid): its settings, the dev frame
+    accuracy of its global model (what chose it, each seed's best) and its dev CER if decoded."""
+    keys = list(row.grid)
+    order = sorted(row.candidates, key=lambda run: (
+        run.seed, tuple(row.grid[k].index(run.settings.get(k)) for k in keys)))
+    lines = []
+    for run in order:
+        acc, dev = run.dev_acc("final"), run.decode("dev", "final")
+        epoch = run.file_epoch("final")
+        lines.append([row.arch.upper(), name(row.base), str(row.workers_key), str(run.seed),
+                      ", ".join(f"{k.split('.')[-1]} {run.settings.get(k)}" for k in keys),
+                      fmt(None if acc is None else 100 * acc, ".2f") +
+                      epochs_note([] if epoch is None else [epoch]),
+                      fmt(None if dev is None else dev.cer, ".2f"),
+                      "**chosen**" if any(run is chosen for chosen in row.runs) else ""])
+    return lines
+
+
+def grid_section(rows: list[Row]) -> list[str]:
+    """Every grid point of the rows whose runs searched settings on dev (--grid)."""
+    seen, body = set(), []
+    for row in rows:
+        if row.grid and (row.arch, row.base, row.workers_key) not in seen:
+            seen.add((row.arch, row.base, row.workers_key))
+            body += grid_rows(row)
+    if not body:
+        return []
+    return ["## Baselines searched on dev", "",
+            "Each setting a row's runs searched (--grid), with the dev frame accuracy of its "
+            "global model: each seed's best stands for the row and its averaged models. A grid "
+            "searched on one seed (--grid-seed) has its other seeds at the chosen point only.",
+            ""] + table(["arch", "strategy", "workers", "seed", "setting", "dev frame acc (%)",
+                         "dev CER (%)", ""], body) + [""]
+
+
 def gmm_section(gmms: list[tuple[str, dict[str, CerSummary]]],
                 ladder: list[Contrast | None]) -> list[str]:
     """The GMM systems in ladder order; `ladder[i]`: system i's test CER minus system i - 1's on
@@ -290,7 +326,8 @@ def render(title: str, notes: list[str], rows: list[Row],
     lines = [f"# {title}", ""]
     if notes:
         lines += [f"- {n}" for n in notes] + [""]
-    lines += network_section(rows) + [""] + sweep_section(rows) + regime_section(rows) + [""]
+    lines += network_section(rows) + [""] + grid_section(rows) + sweep_section(rows)
+    lines += regime_section(rows) + [""]
     warnings = grid_warnings(rows)
     if warnings:
         lines += ["## Scoring protocol", ""] + warnings + [""]

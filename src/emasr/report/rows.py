@@ -48,6 +48,7 @@ class Row:
     workers_key: int | None = None      # the worker count of the row (None: not run)
     cer: dict[str, CerSummary] = field(default_factory=dict)   # dev | test | test_best -> summary
     grid: dict[str, list] = field(default_factory=dict)        # the settings searched on dev
+    candidates: list[NetworkRun] = field(default_factory=list)  # every run the row chose among
 
     @property
     def model(self) -> str:
@@ -124,8 +125,8 @@ def summarize(decodes: list[tuple[int, ScoredDecode]], replications: int,
 def build_row(networks: list[NetworkRun], arch: str, label: str, workers: int | None,
               replications: int) -> Row:
     runs = select_runs(networks, arch, label, workers) if workers is not None else []
-    row = Row(arch, label, runs, workers,
-              grid=grid(candidate_runs(networks, arch, label, workers)) if runs else {})
+    candidates = candidate_runs(networks, arch, label, workers) if runs else []
+    row = Row(arch, label, runs, workers, grid=grid(candidates), candidates=candidates)
     for set_name in SUMMARIES:
         decodes = [(r.seed, r.decode(set_name, row.model)) for r in row.runs
                    if r.decode(set_name, row.model) is not None]

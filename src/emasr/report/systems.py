@@ -264,4 +264,12 @@ def grid(candidates: list[NetworkRun]) -> dict[str, list]:
             values.setdefault(key, [])
             if value not in values[key]:
                 values[key].append(value)
-    return {k: sorted(v, key=str) for k, v in values.items() if len(v) > 1}
+    # keys and values in one order however the runs were read (exp dirs or committed counts)
+    return {k: sorted(v, key=setting_order) for k, v in sorted(values.items()) if len(v) > 1}
+
+
+def setting_order(value) -> tuple:
+    """Numbers by value (tau 4 before 16), then anything else by its text."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, str(value))
