@@ -128,9 +128,10 @@ for kv in $set_opts; do args+=(--set "$kv"); done
 # shards): its numbers in log/regime.log, one warning line here when BMUF's data rule is broken
 if ! warning=$(emasr regime "${args[@]}" --num-workers $((num_workers * num_nodes)) "$targets" \
                  "$train_data" 2>&1 > "$dir/log/regime.log"); then
-  echo "$0: $warning" >&2; exit 1
+  sed "s|^|$0: |" <<<"$warning" >&2; exit 1
 fi
-[ -z "$warning" ] || echo "$0: $warning" >&2
+# each line its own prefix (a logging warning and the data rule's may both come)
+[ -z "$warning" ] || sed "s|^|$0: |" <<<"$warning" >&2
 [ "$resume" = true ] && args+=(--resume)
 
 # The job's environment, set on its command line: a scheduler's job does not inherit this shell's
