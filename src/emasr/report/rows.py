@@ -47,7 +47,6 @@ class Row:
     runs: list[NetworkRun]
     workers_key: int | None = None      # the worker count of the row (None: not run)
     cer: dict[str, CerSummary] = field(default_factory=dict)   # dev | test | test_best -> summary
-    grid: dict[str, list] = field(default_factory=dict)        # the settings searched on dev
     candidates: list[NetworkRun] = field(default_factory=list)  # every run the row chose among
 
     @property
@@ -65,6 +64,11 @@ class Row:
     @property
     def ran(self) -> bool:
         return bool(self.runs)
+
+    @property
+    def grid(self) -> dict[str, list]:
+        """The settings the candidates differ in, searched on dev ({}: nothing was tuned)."""
+        return grid(self.candidates)
 
     def mean(self, values) -> float | None:
         values = [v for v in values if v is not None]
@@ -126,7 +130,7 @@ def build_row(networks: list[NetworkRun], arch: str, label: str, workers: int | 
               replications: int) -> Row:
     runs = select_runs(networks, arch, label, workers) if workers is not None else []
     candidates = candidate_runs(networks, arch, label, workers) if runs else []
-    row = Row(arch, label, runs, workers, grid=grid(candidates), candidates=candidates)
+    row = Row(arch, label, runs, workers, candidates=candidates)
     for set_name in SUMMARIES:
         decodes = [(r.seed, r.decode(set_name, row.model)) for r in row.runs
                    if r.decode(set_name, row.model) is not None]
