@@ -199,15 +199,15 @@ def sweep_section(rows: list[Row]) -> list[str]:
 def grid_rows(row: Row) -> list[list[str]]:
     """One line per run a row chose among on dev (a baseline's grid): its settings, the dev frame
     accuracy of its global model (what chose it, each seed's best) and its dev CER if decoded."""
-    keys = list(row.grid)
+    searched = row.grid   # computed from the candidates: once, not per run and key
     order = sorted(row.candidates, key=lambda run: (
-        run.seed, tuple(row.grid[k].index(run.settings.get(k)) for k in keys)))
+        run.seed, tuple(values.index(run.settings.get(k)) for k, values in searched.items())))
     lines = []
     for run in order:
         acc, dev = run.dev_acc("final"), run.decode("dev", "final")
         epoch = run.file_epoch("final")
         lines.append([row.arch.upper(), name(row.base), str(row.workers_key), str(run.seed),
-                      ", ".join(f"{k.split('.')[-1]} {run.settings.get(k)}" for k in keys),
+                      ", ".join(f"{k.split('.')[-1]} {run.settings.get(k)}" for k in searched),
                       fmt(None if acc is None else 100 * acc, ".2f") +
                       epochs_note([] if epoch is None else [epoch]),
                       fmt(None if dev is None else dev.cer, ".2f"),
