@@ -242,15 +242,20 @@ def test_several_emas_each_equal_a_run_with_that_half_life_alone_and_resume_exac
         assert state_dicts_equal(tmp_path / "both" / name, tmp_path / "mid" / name), name
 
 
-def test_the_ema_can_start_after_bmufs_warm_up(problem, tmp_path):
+def test_the_ema_after_bmufs_warm_up_is_kept_beside_the_one_from_the_first_sync(problem, tmp_path):
     base = TINY_DNN + ["sync.strategy=bmuf", "sync.warmup_blocks=2", "train.epochs=1",
                        "average.ema_decay=0.5"]
     assert train_sh(problem, tmp_path / "first", 2, base).returncode == 0
-    after = train_sh(problem, tmp_path / "after", 2, base + ["average.ema_after_warmup=true"])
-    assert after.returncode == 0, after.stderr
-    # the same global model; the EMAs differ, the later one starting from the third sync's W_g
-    assert state_dicts_equal(tmp_path / "first" / "final.pt", tmp_path / "after" / "final.pt")
-    assert not state_dicts_equal(tmp_path / "first" / "ema.pt", tmp_path / "after" / "ema.pt")
+    both = train_sh(problem, tmp_path / "both", 2, base + ["average.ema_after_warmup=true"])
+    assert both.returncode == 0, both.stderr
+    assert "and ema-warm.pt, ema.pt" in both.stdout   # train.sh names every averaged model
+    # free beside training: the same global model and the same EMA from the first sync; the twin
+    # starts from the third sync's W_g, so it differs
+    for name in ("final.pt", "ema.pt"):
+        assert state_dicts_equal(tmp_path / "first" / name, tmp_path / "both" / name), name
+    assert not state_dicts_equal(tmp_path / "both" / "ema.pt", tmp_path / "both" / "ema-warm.pt")
+    regime = json.loads((tmp_path / "both" / "regime.json").read_text())
+    assert [e["name"] for e in regime["emas"]] == ["ema", "ema-warm"]
 
 
 def test_metrics_records_reach_the_file_at_checkpoints_and_at_the_end(problem, tmp_path):

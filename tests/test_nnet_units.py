@@ -8,7 +8,7 @@ from emasr.nnet import config as configs
 from emasr.nnet.data import IGNORE, make_chunks, shard, shuffled_batches
 from emasr.nnet.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
-from emasr.nnet.averages import (CumulativeAverage, LastEpochsAverage, build_averagers,
+from emasr.nnet.averages import (CumulativeAverage, LastEpochsAverage, build_averagers, family,
                                  kept_models)
 from emasr.nnet.schedule import LearningRateSchedule
 from emasr.nnet.selection import best_epochs
@@ -252,6 +252,32 @@ def test_averaged_models_are_registered_once_and_follow_the_config():
         configs.resolve(None, ["average.ema_half_life_frames=[1000, 1000.2]"])
     with pytest.raises(configs.ConfigError, match="cumulative_start"):
         configs.resolve(None, ["average.cumulative_start=1.5"])
+
+
+def test_each_ema_gets_a_twin_started_after_bmufs_warm_up():
+    bmuf = ["sync.strategy=bmuf", "sync.warmup_blocks=3", "average.ema_after_warmup=true"]
+    config = configs.resolve(None, bmuf + ["average.ema_half_life_frames=[3e4, 90000]"])
+    assert kept_models(config.average) == ["ema_30000", "ema_90000", "ema-warm_30000",
+                                           "ema-warm_90000"]
+    averagers = build_averagers(config, 100)
+    assert family("ema-warm_30000") == "ema-warm"
+    assert averagers["ema-warm_30000"].decay == averagers["ema_30000"].decay
+    assert (averagers["ema_30000"].start, averagers["ema-warm_30000"].start) == (0, 3)
+    # the twin skips the warm-up's syncs and starts from the first W_g after them
+    twin = averagers["ema-warm_30000"]
+    for value in range(1, 6):
+        twin.update(torch.full((1,), float(value)))
+    alpha = twin.decay
+    expected = alpha * 4.0 + (1 - alpha) * 5.0
+    torch.testing.assert_close(twin.average, torch.full((1,), expected))
+    with pytest.raises(configs.ConfigError, match="set the EMA too"):
+        configs.resolve(None, bmuf)
+    with pytest.raises(configs.ConfigError, match="BMUF with a warm-up"):
+        configs.resolve(None, ["sync.strategy=bmuf", "average.ema_decay=0.9",
+                               "average.ema_after_warmup=true"])
+    with pytest.raises(configs.ConfigError, match="BMUF with a warm-up"):
+        configs.resolve(None, ["sync.strategy=ma", "sync.warmup_blocks=3", "average.ema_decay=0.9",
+                               "average.ema_after_warmup=true"])
 
 
 def test_workers_share_gpus_through_gloo_and_nccl_needs_one_gpu_each(monkeypatch):

@@ -608,3 +608,28 @@ def test_runs_whose_models_are_from_their_best_dev_epoch_are_tuned_and_shown_by_
     assert rows[("DNN", "BMUF")][6] == "90.00 (epoch 2)"
     assert rows[("DNN", "BMUF+EMA")][6] == "86.00 (epoch 1)"
     assert "(train.final_epoch best_dev_acc)" in out.read_text()
+
+
+def test_the_ema_after_bmufs_warm_up_is_compared_with_the_one_from_the_first_sync(tmp_path):
+    refs = {"dev": reference_texts(12, seed=14), "test": reference_texts(12, seed=15)}
+    # every seed: the EMA started after the warm-up makes 0 or 2 errors an utterance on test
+    # (10%), the one from the first sync 3 (30%)
+    errors = {("dev", "final"): 3, ("test", "final"): 3, ("dev", "ema"): 2, ("test", "ema"): 3,
+              ("dev", "ema-warm"): 2}
+    per_utt = {k: uniform(refs[k[0]], n) for k, n in errors.items()}
+    per_utt[("test", "ema-warm")] = alternating(refs["test"], 0, 2)
+    exps = [make_network_run(str(tmp_path), "dnn", "bmuf", seed, 8, True, refs, per_utt,
+                             settings=("sync.warmup_blocks=2", "average.ema_after_warmup=true"))
+            for seed in (1, 2, 3)]
+    out = tmp_path / "R.md"
+    result = CliRunner().invoke(main, ["report", "--out", str(out), "--archs", "dnn",
+                                       "--strategies", "bmuf bmuf+ema bmuf+ema-warm",
+                                       "--replications", "200", *exps])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert table_rows(text, "Networks")[("DNN", "BMUF+EMA after warm-up")][8].startswith("10.00 [")
+    compared = table_rows(text, "Same test utterances")
+    assert any(cells[3] == "BMUF+EMA after warm-up" and cells[2] == "BMUF+EMA" and
+               cells[-2] == "yes" for cells in compared.values())
+    [line] = [ln for ln in text.splitlines() if "started after BMUF's warm-up against" in ln]
+    assert "**better after the warm-up**" in line and "3/3 seeds" in line

@@ -159,6 +159,6 @@ launcher+=(--module emasr.cli train "${args[@]}" "$targets" "$train_data" "$dev_
 log "training with $num_workers worker(s) in $processes process(es)$([ "$num_nodes" -eq 1 ] ||
   echo " on each of $num_nodes nodes"); log in $dir/log/train.log"
 $cmd ${job_opts[@]+"${job_opts[@]}"} "$dir/log/train.log" "${job_env[@]}" "${launcher[@]}"
-# the averaged models beside the global one (ema.pt, or ema_<frames>.pt for several half-lives)
-averaged=$(cd "$dir" && ls ema.pt ema_*.pt avg.pt lastk.pt 2> /dev/null | paste -sd' ' || true)
+# the averaged models beside the global one: every other <name>.pt (emasr.nnet.averages)
+averaged=$(cd "$dir" && ls -- *.pt 2> /dev/null | grep -vx final.pt | paste -sd' ' || true)
 log "trained $dir/final.pt${averaged:+ and ${averaged// /, }}"

@@ -22,12 +22,15 @@
 #                         seed-1 runs (one worker, BMUF-8 at eta 1 - 1/8, eta 0.75, tau 4)
 #   parity/run.sh P5a     seed 2 of one worker, MA-8 and BMUF-8, each at the point seed 1 chose
 #   parity/run.sh P5b     seed 3 of the same, and the verdict's report (parity/dnn3/)
+#   parity/run.sh P9      when the EMA should start: BMUF-8 of the DNN 3x512 (P5b's point) with a
+#                         warm-up of 12 syncs, each EMA kept from the first sync and from the end
+#                         of the warm-up (ema-warm), three seeds (parity/warm/)
 # A piece whose runs and decodes exist (their .done markers) skips them, so a killed piece resumes
 # when called again. Each finished piece appends one line to parity/pieces.log: the piece, its
 # command, wall time, machine, commit and the sha256 of the network targets and training features.
 set -euo pipefail
 
-help_message="Usage: $0 <piece>   (P0 P1 P2 P3a-P3g P4 P5a-P5d; the pieces are described in PLAN.md)"
+help_message="Usage: $0 <piece>   (P0 P1 P2 P3a-P3g P4 P5a-P5d P9; the pieces are described in PLAN.md)"
 . "$(dirname "$0")/../utils/parse_options.sh"
 [ $# -eq 1 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
 piece=$1
@@ -57,6 +60,13 @@ dnn3_grid="ma: train.lr=0.1,0.2,0.4,0.8; bmuf: sync.block_momentum=0.875,0.75; b
 # points chosen on dev on seed 1: BMUF-8's block momentum P3c's; MA-8's rate P3b's (P3f), then
 # searched again at 16 epochs (P3g: MA-8 at 0.2 still climbed at epoch 16, so the next rate up)
 dnn8_16_grid="ma: train.lr=0.2,0.4; bmuf: sync.block_momentum=0.5"
+# P9: BMUF-8 of the DNN 3x512 at the point its verdict chose (block momentum 0.75, tau 16), with
+# a warm-up of 12 syncs (one epoch of 12) as plain model averaging; its EMAs kept twice, from the
+# first sync and from the first sync after the warm-up (average.ema_after_warmup)
+warm=(--nnet-dir exp/parity_warm --archs dnn --epochs 12 --seeds "1 2 3"
+      --nnet-opts "sync.block_momentum=0.75 sync.warmup_blocks=12"
+      --strategies "bmuf bmuf+ema bmuf+ema-warm" --results parity/warm/RESULTS.md
+      --title "When the EMA starts: BMUF-8 with a warm-up, DNN 3x512, 12 epochs")
 rows() { for rule in "$@"; do printf '%s ' "$rule" "$rule+ema" "$rule+avg"; done; }
 
 . utils/lib/recipe.sh   # archive_sha256 (and the recipe's log lines and traps)
@@ -114,7 +124,8 @@ case $piece in
     ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${dnn3[@]}" --seeds "$seeds" \
       --strategies "single single+ema ma ma+ema bmuf bmuf+ema" --grid "$dnn3_grid" \
       --ma-lr-times-workers false ;;
-  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2, P3a-P3g, P4, P5a-P5d: PLAN.md)" >&2
+  P9) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${warm[@]}" ;;
+  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2, P3a-P3g, P4, P5a-P5d, P9: PLAN.md)" >&2
      exit 1 ;;
 esac
 

@@ -8,7 +8,10 @@ rank 0 as its own model file, decodable like final.pt:
   at the first synchronized W_g (`average.ema_decay`, or `average.ema_half_life_frames`, from
   which alpha per sync is derived). A list of half-lives keeps one EMA each, `ema_<frames>.pt`
   (one value keeps `ema.pt`): they are free beside training, and the recipe picks the half-life
-  on dev as it picks the LM weight. `average.ema_after_warmup` starts them after BMUF's warm-up;
+  on dev as it picks the LM weight;
+- ``ema-warm``: the same EMAs (`ema-warm.pt`, `ema-warm_<frames>.pt`) started at the first sync
+  after BMUF's warm-up (`average.ema_after_warmup`; `sync.warmup_blocks` syncs with block momentum
+  0), beside the ones from the first sync: one run measures when the EMA should start;
 - ``avg``: the cumulative (uniform) average of W_g over the syncs after a start point
   (`average.cumulative_start`, a fraction of the run's planned frames; icefall's
   `--use-averaged-model`);
@@ -142,7 +145,6 @@ class EmaOptions(Section):
     ema_decay: float | None = None                        # alpha per sync; null: off
     ema_half_life_frames: float | list[float] | None = None   # or half-lives in frames (all
                                                           # workers): one EMA each
-    ema_after_warmup: bool = False                        # start at the sync after BMUF's warm-up
 
 
 def half_lives(average) -> list[float]:
@@ -179,9 +181,45 @@ def build_ema(config, name: str, frames_per_sync: int) -> ExponentialMovingAvera
     half_life = ema_variants(config.average)[name]
     decay = config.average.ema_decay if half_life is None else \
         decay_from_half_life(frames_per_sync, half_life)
-    start = config.sync.warmup_blocks if config.average.ema_after_warmup and \
-        hasattr(config.sync, "warmup_blocks") and config.sync.strategy == "bmuf" else 0
-    return ExponentialMovingAverage(decay, start)
+    return ExponentialMovingAverage(decay)
+
+
+# -- the EMAs started after BMUF's warm-up -------------------------------------------------------
+
+WARM = "ema-warm"
+
+
+@dataclass
+class WarmEmaOptions(Section):
+    ema_after_warmup: bool = False   # also keep each EMA started after BMUF's warm-up (ema-warm)
+
+
+def warm_variants(average) -> list[str]:
+    """ema -> ema-warm, ema_<frames> -> ema-warm_<frames>: each EMA's twin started after the
+    warm-up ([] when off)."""
+    if not average.ema_after_warmup:
+        return []
+    return [WARM + name[len("ema"):] for name in ema_variants(average)]
+
+
+def check_warm_ema(config) -> None:
+    if not config.average.ema_after_warmup:
+        return
+    if not ema_variants(config.average):
+        raise ConfigError("average.ema_after_warmup keeps a twin of each EMA started after BMUF's "
+                          "warm-up: set the EMA too (average.ema_half_life_frames or "
+                          "average.ema_decay)")
+    sync = config.sync
+    if sync.strategy != "bmuf" or sync.warmup_blocks <= 0:
+        raise ConfigError(f"average.ema_after_warmup needs BMUF with a warm-up (sync.strategy=bmuf "
+                          f"and sync.warmup_blocks > 0; got {sync.strategy} with "
+                          f"{sync.warmup_blocks} warm-up syncs): without one it is the EMA")
+
+
+def build_warm_ema(config, name: str, frames_per_sync: int) -> ExponentialMovingAverage:
+    """The EMA of the same half-life as `ema<suffix>`, skipping the warm-up's syncs."""
+    ema = build_ema(config, "ema" + name[len(WARM):], frames_per_sync)
+    return ExponentialMovingAverage(ema.decay, start=config.sync.warmup_blocks)
 
 
 # -- the controls' keys and checks --------------------------------------------------------------
@@ -238,6 +276,9 @@ class AveragedModel:
 AVERAGED_MODELS: dict[str, AveragedModel] = {m.name: m for m in (
     AveragedModel("ema", "EMA", "EMA", "--s", EmaOptions, check_ema,
                   lambda a: list(ema_variants(a)), build_ema, "ema_half_life_frames", None),
+    AveragedModel(WARM, "EMA after warm-up", "EMA started after BMUF's warm-up", "--x",
+                  WarmEmaOptions, check_warm_ema, warm_variants, build_warm_ema,
+                  "ema_after_warmup", "true"),
     AveragedModel("avg", "avg", "cumulative average", ":^", CumulativeOptions, check_cumulative,
                   lambda a: ["avg"] if a.cumulative_start is not None else [],
                   lambda c, name, fps: CumulativeAverage(c.average.cumulative_start),
@@ -249,7 +290,8 @@ AVERAGED_MODELS: dict[str, AveragedModel] = {m.name: m for m in (
 
 
 def family(name: str) -> str:
-    """The averaged model a kept model belongs to: 'ema_90000' -> 'ema', 'avg' -> 'avg'."""
+    """The averaged model a kept model belongs to: 'ema_90000' -> 'ema', 'ema-warm_90000' ->
+    'ema-warm', 'avg' -> 'avg'."""
     return name if name in AVERAGED_MODELS else name.partition("_")[0]
 
 

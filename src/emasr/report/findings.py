@@ -18,7 +18,7 @@ from emasr.nnet.averages import AVERAGED_MODELS
 from emasr.nnet.sync import RULES
 from emasr.nnet.regime import own_devices
 from emasr.report.intervals import LEVEL, Contrast, Interval, bootstrap
-from emasr.report.rows import Comparison, Row, find_row
+from emasr.report.rows import WARM_START, Comparison, Row, find_row
 
 PARITY = 3.0   # percent: BMUF-N within this relative dev CER of one worker is the paper's regime
 NEAR_LINEAR = 0.8   # speed-up / N at or above: the paper's "near-linear" speed-up
@@ -180,6 +180,22 @@ def claim_lines(rows: list[Row], comparisons: list[Comparison]) -> list[str]:
     return lines
 
 
+def warm_start_lines(comparisons: list[Comparison]) -> list[str]:
+    """When should the EMA start: after BMUF's warm-up (B) or at the first sync (A)? Not a claim
+    of the paper (it starts at the first sync), so an ordering, not a verdict."""
+    words = {"better": "**better after the warm-up**", "worse": "**better from the first sync**",
+             "unresolved": "**not resolved**"}
+    lines = []
+    for c in comparisons:
+        if (c.a, c.b) == WARM_START:
+            found = ordering(c, "better")
+            why = f": {why_unresolved(c, 'better')}" if found == "unresolved" else ""
+            lines.append(f"- {where(c)}: the EMA started after BMUF's warm-up against the EMA from "
+                         f"the first sync (each at its half-life chosen on dev): "
+                         f"{words[found]}{why} ({evidence(c)}).")
+    return lines
+
+
 def relative_gain(c, plain: int, averaged: int):
     """Percent change of the averaged model's CER against the plain one's (columns of c)."""
     return 100.0 * (c[..., averaged] - c[..., plain]) / c[..., plain]
@@ -301,7 +317,8 @@ def speed_lines(rows: list[Row]) -> list[str]:
 def findings(rows: list[Row], comparisons: list[Comparison],
              specificity_results: list[Specificity], family: int) -> list[str]:
     lines = regime_lines(rows) + claim_lines(rows, comparisons) + \
-        specificity_lines(specificity_results, family) + speed_lines(rows)
+        specificity_lines(specificity_results, family) + warm_start_lines(comparisons) + \
+        speed_lines(rows)
     missing = sorted({f"{r.arch} {name(r.label)}" for r in rows if not r.ran})
     if missing:
         lines.append(f"- Not run, so not checked: {', '.join(missing)}.")

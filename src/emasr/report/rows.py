@@ -43,7 +43,7 @@ class CerSummary:
 @dataclass
 class Row:
     arch: str
-    label: str                          # single | ma | bmuf, optionally +ema / +avg / +lastk
+    label: str                          # single | ma | bmuf, optionally +ema / +ema-warm / +avg / +lastk
     runs: list[NetworkRun]
     workers_key: int | None = None      # the worker count of the row (None: not run)
     cer: dict[str, CerSummary] = field(default_factory=dict)   # dev | test | test_best -> summary
@@ -262,11 +262,13 @@ def ladder_comparisons(gmms: list[tuple[str, dict[str, CerSummary]]], replicatio
 
 
 # (A, B) pairs compared on the same test utterances at each worker count: B is the paper's
-# proposed or preferred system, or the EMA against one of its controls.
+# proposed or preferred system, or the EMA against one of its controls, or the EMA started after
+# BMUF's warm-up against the one started at the first sync (WARM_START).
+WARM_START = ("bmuf+ema", "bmuf+ema-warm")
 COMPARISONS = [("bmuf", "bmuf+ema"), ("ma", "ma+ema"), ("ma", "bmuf"), ("single", "bmuf+ema"),
                ("single", "bmuf"), ("single", "single+ema"),
                *((f"{base}+{control}", f"{base}+ema") for base in ("single", "ma", "bmuf")
-                 for control in ("avg", "lastk"))]
+                 for control in ("avg", "lastk")), WARM_START]
 
 
 def comparisons(rows: list[Row], replications: int) -> list[Comparison]:
