@@ -22,6 +22,9 @@
 #                         seed-1 runs (one worker, BMUF-8 at eta 1 - 1/8, eta 0.75, tau 4)
 #   parity/run.sh P5a     seed 2 of one worker, MA-8 and BMUF-8, each at the point seed 1 chose
 #   parity/run.sh P5b     seed 3 of the same, and the verdict's report (parity/dnn3/)
+#   parity/run.sh P6a     the LSTMP (3x256, projection 128) at 12 epochs, each model from its best
+#                         dev epoch, seed 1: one worker and BMUF-8 at block momentum 0.5
+#   parity/run.sh P6b     its baselines' grid: BMUF-8 at 0.75, MA-8 at 1x and 2x the rate
 #   parity/run.sh P9      when the EMA should start: BMUF-8 of the DNN 3x512 (P5b's point) with a
 #                         warm-up of 12 syncs, each EMA kept from the first sync and from the end
 #                         of the warm-up (ema-warm), three seeds (parity/warm/)
@@ -30,7 +33,7 @@
 # command, wall time, machine, commit and the sha256 of the network targets and training features.
 set -euo pipefail
 
-help_message="Usage: $0 <piece>   (P0 P1 P2 P3a-P3g P4 P5a-P5d P9; the pieces are described in PLAN.md)"
+help_message="Usage: $0 <piece>   (P0 P1 P2 P3a-P3g P4 P5a-P5d P6a P6b P9; the pieces are described in PLAN.md)"
 . "$(dirname "$0")/../utils/parse_options.sh"
 [ $# -eq 1 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
 piece=$1
@@ -67,6 +70,12 @@ warm=(--nnet-dir exp/parity_warm --archs dnn --epochs 12 --seeds "1 2 3"
       --nnet-opts "sync.block_momentum=0.75 sync.warmup_blocks=12"
       --strategies "bmuf bmuf+ema bmuf+ema-warm" --results parity/warm/RESULTS.md
       --title "When the EMA starts: BMUF-8 with a warm-up, DNN 3x512, 12 epochs")
+# P6a on: the paper's second model, the LSTMP of P4's first plan (3 x 256, projection 128), at 12
+# epochs, each model from its best dev epoch (the 8-layer DNN's protocol, P3e), seed 1 first
+lstm=(--nnet-dir exp/parity_lstm --archs lstm --epochs 12 --grid-seed 1
+      --lstm-opts "model.num_layers=3 model.hidden_size=256 model.proj_size=128 train.final_epoch=best_dev_acc"
+      --results parity/lstm/RESULTS.md
+      --title "The LSTMP (3x256, projection 128), 12 epochs, each model at its best dev epoch, 8 workers")
 rows() { for rule in "$@"; do printf '%s ' "$rule" "$rule+ema" "$rule+avg"; done; }
 
 . utils/lib/recipe.sh   # archive_sha256 (and the recipe's log lines and traps)
@@ -124,8 +133,13 @@ case $piece in
     ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${dnn3[@]}" --seeds "$seeds" \
       --strategies "single single+ema ma ma+ema bmuf bmuf+ema" --grid "$dnn3_grid" \
       --ma-lr-times-workers false ;;
+  P6a) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${lstm[@]}" --seeds 1 \
+         --strategies "single single+ema bmuf bmuf+ema" --grid "bmuf: sync.block_momentum=0.5" ;;
+  P6b) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${lstm[@]}" --seeds 1 \
+         --strategies "single single+ema ma ma+ema bmuf bmuf+ema" --ma-lr-times-workers false \
+         --grid "ma: train.lr=0.1,0.2; bmuf: sync.block_momentum=0.5,0.75" ;;
   P9) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${warm[@]}" ;;
-  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2, P3a-P3g, P4, P5a-P5d, P9: PLAN.md)" >&2
+  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2, P3a-P3g, P4, P5a-P5d, P6a, P6b, P9: PLAN.md)" >&2
      exit 1 ;;
 esac
 
