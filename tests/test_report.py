@@ -249,12 +249,15 @@ def test_report_with_nothing_run_still_has_every_row(tmp_path):
     result = CliRunner().invoke(main, ["report", "--out", str(out), str(empty)])
     assert result.exit_code == 0, result.output
     rows = table_rows(out.read_text(), "Networks")
-    # every registered rule alone and with each averaged model, for both archs
+    # every registered rule alone and with each averaged model it can keep, for both archs
     from emasr.nnet.averages import AVERAGED_MODELS
     from emasr.nnet.sync import RULES
 
-    assert len(rows) == len(RULES) * (1 + len(AVERAGED_MODELS)) * 2
+    assert len(rows) == 2 * sum(1 + sum(m.applies_to(rule) for m in AVERAGED_MODELS.values())
+                                for rule in RULES)
     assert ("DNN", "DiLoCo+EMA") in rows and all(r[2] == "not run" for r in rows.values())
+    assert ("DNN", "BMUF+EMA after warm-up") in rows   # kept by BMUF runs only
+    assert ("DNN", "MA+EMA after warm-up") not in rows
     assert (tmp_path / "plots" / "dev_frame_accuracy.png").read_bytes()[:8] == PNG_MAGIC
     assert "Speed-up against workers: not measured" in out.read_text()
 
@@ -612,15 +615,18 @@ def test_runs_whose_models_are_from_their_best_dev_epoch_are_tuned_and_shown_by_
 
 def test_the_ema_after_bmufs_warm_up_is_compared_with_the_one_from_the_first_sync(tmp_path):
     refs = {"dev": reference_texts(12, seed=14), "test": reference_texts(12, seed=15)}
-    # every seed: the EMA started after the warm-up makes 0 or 2 errors an utterance on test
-    # (10%), the one from the first sync 3 (30%)
-    errors = {("dev", "final"): 3, ("test", "final"): 3, ("dev", "ema"): 2, ("test", "ema"): 3,
-              ("dev", "ema-warm"): 2}
+    # every seed: dev chooses the half-life 1000 for both starts; at it the EMA started after the
+    # warm-up makes 0 or 2 errors an utterance on test (10%), the one from the first sync 3 (30%);
+    # at 3000 the two are the same decodes (the warm-up's weight faded)
+    errors = {("dev", "final"): 3, ("test", "final"): 3, ("dev", "ema_1000"): 2,
+              ("test", "ema_1000"): 3, ("dev", "ema-warm_1000"): 2, ("dev", "ema_3000"): 3,
+              ("test", "ema_3000"): 3, ("dev", "ema-warm_3000"): 3, ("test", "ema-warm_3000"): 3}
     per_utt = {k: uniform(refs[k[0]], n) for k, n in errors.items()}
-    per_utt[("test", "ema-warm")] = alternating(refs["test"], 0, 2)
-    exps = [make_network_run(str(tmp_path), "dnn", "bmuf", seed, 8, True, refs, per_utt,
-                             settings=("sync.warmup_blocks=2", "average.ema_after_warmup=true"))
-            for seed in (1, 2, 3)]
+    per_utt[("test", "ema-warm_1000")] = alternating(refs["test"], 0, 2)
+    settings = ("sync.warmup_blocks=2", "average.ema_half_life_frames=[1000, 3000]",
+                "average.ema_after_warmup=true")
+    exps = [make_network_run(str(tmp_path), "dnn", "bmuf", seed, 8, False, refs, per_utt,
+                             settings=settings) for seed in (1, 2, 3)]
     out = tmp_path / "R.md"
     result = CliRunner().invoke(main, ["report", "--out", str(out), "--archs", "dnn",
                                        "--strategies", "bmuf bmuf+ema bmuf+ema-warm",
@@ -628,8 +634,18 @@ def test_the_ema_after_bmufs_warm_up_is_compared_with_the_one_from_the_first_syn
     assert result.exit_code == 0, result.output
     text = out.read_text()
     assert table_rows(text, "Networks")[("DNN", "BMUF+EMA after warm-up")][8].startswith("10.00 [")
-    compared = table_rows(text, "Same test utterances")
-    assert any(cells[3] == "BMUF+EMA after warm-up" and cells[2] == "BMUF+EMA" and
-               cells[-2] == "yes" for cells in compared.values())
-    [line] = [ln for ln in text.splitlines() if "started after BMUF's warm-up against" in ln]
-    assert "**better after the warm-up**" in line and "3/3 seeds" in line
+    section = text.split("## Same test utterances")[1].split("\n## ")[0]
+    compared = {(cells[2], cells[3]): cells for cells in
+                ([c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
+                 if line.startswith("| DNN"))}
+    assert compared[("BMUF+EMA", "BMUF+EMA after warm-up")][-2] == "yes"
+    assert compared[("BMUF+ema_3000", "BMUF+ema-warm_3000")][6].startswith("+0.00 [+0.00, +0.00]")
+    lines = [ln for ln in text.splitlines() if "warm-up against" in ln or "at the half-life" in ln]
+    assert len(lines) == 3
+    assert "**better after the warm-up**" in lines[0] and "3/3 seeds" in lines[0]
+    assert "1000 frames: **better after the warm-up**" in lines[1]
+    assert "3000 frames: **no difference**" in lines[2]
+    # a row no run can have is refused before any work (the recipe checks its rows first)
+    refused = CliRunner().invoke(main, ["report", "--select", "--strategies", "ma ma+ema-warm"])
+    assert refused.exit_code != 0 and "'ma+ema-warm'" in refused.output and \
+        "bmuf runs only" in refused.output

@@ -35,7 +35,8 @@ num_nodes=1         # M: the ma/bmuf runs on M nodes, N / M workers on each, one
                     # cuda_cmd (steps/nnet/train.sh --num-nodes; slurm.pl: sbatch --nodes M)
 archs="dnn lstm"
 # the table's rows: a sync rule (single, ma, bmuf), optionally +<averaged model> (ema: the paper's
-# EMA; avg: cumulative average; lastk: average of the last k epochs), decoded from the same run
+# EMA; ema-warm: each EMA started after BMUF's warm-up; avg: cumulative average; lastk: average
+# of the last k epochs), decoded from the same run
 # (default: per profile; ma+avg and ma+lastk are left out to keep the decoding within its time)
 strategies=
 seeds=              # network seeds, e.g. "1 2 3" (default: per profile)

@@ -260,6 +260,10 @@ class AveragedModel:
     build: Callable      # (config, model name, frames per sync) -> averager
     key: str             # the key that turns it on, set to the recipe's value for it
     default: str | None  # that value when the recipe gives none (None: it must give one)
+    rules: tuple[str, ...] | None = None   # the sync rules it applies to (None: every rule)
+
+    def applies_to(self, rule: str) -> bool:
+        return self.rules is None or rule in self.rules
 
     def enable(self, value: str | None = None) -> str:
         """The override that keeps this averaged model: `average.<key>=<value>` (a list of
@@ -278,7 +282,7 @@ AVERAGED_MODELS: dict[str, AveragedModel] = {m.name: m for m in (
                   lambda a: list(ema_variants(a)), build_ema, "ema_half_life_frames", None),
     AveragedModel(WARM, "EMA after warm-up", "EMA started after BMUF's warm-up", "--x",
                   WarmEmaOptions, check_warm_ema, warm_variants, build_warm_ema,
-                  "ema_after_warmup", "true"),
+                  "ema_after_warmup", "true", rules=("bmuf",)),
     AveragedModel("avg", "avg", "cumulative average", ":^", CumulativeOptions, check_cumulative,
                   lambda a: ["avg"] if a.cumulative_start is not None else [],
                   lambda c, name, fps: CumulativeAverage(c.average.cumulative_start),

@@ -47,7 +47,7 @@ def check_model_name(name: str) -> str:
     """final, or the name of an averaged model (ema, ema_90000, avg, lastk)."""
     if name != "final" and family(name) not in AVERAGED_MODELS:
         raise click.BadParameter(f"'{name}': expected final or an averaged model "
-                                 f"({', '.join(AVERAGED_MODELS)}, or ema_<frames>)")
+                                 f"({', '.join(AVERAGED_MODELS)}, or <name>_<frames>)")
     return name
 
 
@@ -127,7 +127,8 @@ def check_recorded_pipeline(model_path: str, pipeline) -> None:
 @click.option("--model", "which", default="final", show_default=True,
               callback=lambda ctx, param, value: check_model_name(value),
               help="final.pt (the global model W_g) or an averaged model: ema.pt (the EMA; "
-                   "ema_<frames>.pt, one of several half-lives), avg.pt (cumulative average), "
+                   "ema_<frames>.pt, one of several half-lives; ema-warm*.pt, started after "
+                   "BMUF's warm-up), avg.pt (cumulative average), "
                    "lastk.pt (average of the last k epochs).")
 @click.option("--no-priors", is_flag=True, help="Write log-posteriors instead of log-likelihoods.")
 @click.option("--prior-scale", type=float, default=1.0, show_default=True,

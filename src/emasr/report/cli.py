@@ -89,9 +89,10 @@ def print_selected(exp_dirs: list[str], archs: list[str], labels: list[str]) -> 
 @click.option("--archs", default=None, help="Architectures (table rows) [default: dnn lstm; "
               "with --from-counts, the committed report's].")
 @click.option("--strategies", default=None,
-              help="Table rows: a sync rule (single, ma, bmuf), optionally +ema, +avg or +lastk "
-                   "(an averaged model of the same runs) [default: every registered rule, alone "
-                   "and with each averaged model; with --from-counts, the committed report's].")
+              help="Table rows: a sync rule (single, ma, bmuf), optionally +ema, +ema-warm "
+                   "(BMUF only), +avg or +lastk (an averaged model of the same runs) [default: "
+                   "every registered rule, alone and with each averaged model it can keep; with "
+                   "--from-counts, the committed report's].")
 @click.option("--note", "notes", multiple=True,
               help="A line under the title, e.g. the command, wall time and machine (repeatable).")
 @click.option("--bench", default=None, type=click.Path(dir_okay=False),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from emasr.nnet.averages import WARM
 from emasr.report.intervals import (LEVEL, Contrast, Interval, SeedMatrix, cer_interval,
                                     difference, t_interval)
 from emasr.report.scoring import ScoredDecode
@@ -43,7 +44,7 @@ class CerSummary:
 @dataclass
 class Row:
     arch: str
-    label: str                          # single | ma | bmuf, optionally +ema / +ema-warm / +avg / +lastk
+    label: str                  # single | ma | bmuf, optionally +ema / +ema-warm / +avg / +lastk
     runs: list[NetworkRun]
     workers_key: int | None = None      # the worker count of the row (None: not run)
     cer: dict[str, CerSummary] = field(default_factory=dict)   # dev | test | test_best -> summary
@@ -238,15 +239,47 @@ class Comparison:
 
 def compare(a: Row, b: Row, replications: int, set_name: str = "test") -> Comparison | None:
     """B against A on the utterances both decoded, with every seed of each."""
-    sa, sb = a.cer.get(set_name), b.cer.get(set_name)
+    parallel = [r.workers_key for r in (a, b) if r.base != "single"]
+    return compare_summaries(a.arch, a.label, b.label, parallel[0] if parallel else 1,
+                             a.cer.get(set_name), b.cer.get(set_name), replications)
+
+
+def compare_summaries(arch: str, a: str, b: str, workers: int | None, sa: CerSummary | None,
+                      sb: CerSummary | None, replications: int) -> Comparison | None:
     if sa is None or sb is None or sa.matrix is None or sb.matrix is None:
         return None
     points, relative = difference(sa.matrix, sb.matrix, replications)
-    parallel = [r.workers_key for r in (a, b) if r.base != "single"]
     both = sorted(sa.seeds.keys() & sb.seeds)
-    return Comparison(a.arch, a.label, b.label, parallel[0] if parallel else 1, sa.cer, sb.cer,
-                      points, relative, {s: sb.seeds[s] - sa.seeds[s] for s in both},
+    return Comparison(arch, a, b, workers, sa.cer, sb.cer, points, relative,
+                      {s: sb.seeds[s] - sa.seeds[s] for s in both},
                       seed_cers_a={s: sa.seeds[s] for s in both})
+
+
+def model_summary(runs: list[NetworkRun], model: str, replications: int,
+                  set_name: str = "test") -> CerSummary | None:
+    """A kept model's CER over the runs' seeds (None: a run did not decode it)."""
+    tuned = [r.tuned.get(model) for r in runs]
+    if not runs or any(t is None or t.get(set_name) is None for t in tuned):
+        return None
+    return summarize([(r.seed, t.get(set_name)) for r, t in zip(runs, tuned)], replications)
+
+
+def warm_start_by_half_life(ema: Row, replications: int) -> list[Comparison]:
+    """The EMA after BMUF's warm-up against the one from the first sync at every half-life the
+    runs kept, not only the one dev chose: where the start matters (the warm-up's weight in the
+    EMA from the first sync fades with the half-life)."""
+    models = [m for m in ema.runs[0].variants("ema") if all(m in r.averages for r in ema.runs)]
+    if len(models) < 2:
+        return []   # one EMA: the rows' comparison is this one
+    out = []
+    for model in models:
+        twin = WARM + model[len("ema"):]
+        found = compare_summaries(ema.arch, f"{ema.base}+{model}", f"{ema.base}+{twin}",
+                                  ema.workers_key, model_summary(ema.runs, model, replications),
+                                  model_summary(ema.runs, twin, replications), replications)
+        if found is not None:
+            out.append(found)
+    return out
 
 
 def ladder_comparisons(gmms: list[tuple[str, dict[str, CerSummary]]], replications: int,
@@ -284,4 +317,6 @@ def comparisons(rows: list[Row], replications: int) -> list[Comparison]:
                 result = compare(ra, rb, replications)
                 if result is not None:
                     out.append(result)
+                if (a, b) == WARM_START:
+                    out += warm_start_by_half_life(ra, replications)
     return out

@@ -31,17 +31,21 @@ logger = logging.getLogger(__name__)
 
 def parse_label(label: str) -> tuple[str, str]:
     """A row label -> (sync rule, model): 'bmuf+ema' -> ('bmuf', 'ema'), 'ma' -> ('ma', 'final');
-    ValueError for a name no registry knows."""
+    ValueError for a name no registry knows, or an averaged model its rule does not keep."""
     base, plus, model = label.partition("+")
     if base not in RULES or (plus and model not in AVERAGED_MODELS):
         raise ValueError(f"'{label}': expected one of {', '.join(RULES)}, optionally "
                          f"+{'/+'.join(AVERAGED_MODELS)}")
+    if plus and not AVERAGED_MODELS[model].applies_to(base):
+        raise ValueError(f"'{label}': the {AVERAGED_MODELS[model].title} is kept by "
+                         f"{', '.join(AVERAGED_MODELS[model].rules)} runs only")
     return base, model if plus else "final"
 
 
 def default_labels() -> list[str]:
-    """Every sync rule's row, and its row with each averaged model."""
-    return [label for rule in RULES for label in (rule, *(f"{rule}+{m}" for m in AVERAGED_MODELS))]
+    """Every sync rule's row, and its row with each averaged model it can keep."""
+    return [label for rule in RULES for label in
+            (rule, *(f"{rule}+{m}" for m, a in AVERAGED_MODELS.items() if a.applies_to(rule)))]
 
 
 @dataclass
