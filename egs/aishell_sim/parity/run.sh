@@ -24,7 +24,6 @@
 #   parity/run.sh P5b     seed 3 of the same, and the verdict's report (parity/dnn3/)
 #   parity/run.sh P6a     the LSTMP (3x256, projection 128) at 12 epochs, each model from its best
 #                         dev epoch, seed 1: one worker and BMUF-8 at block momentum 0.5
-#   parity/run.sh P6b     its baselines' grid: BMUF-8 at 0.75, MA-8 at 1x and 2x the rate
 #   parity/run.sh P9      when the EMA should start: BMUF-8 of the DNN 3x512 (P5b's point) with a
 #                         warm-up of 12 syncs, each EMA kept from the first sync and from the end
 #                         of the warm-up (ema-warm), three seeds (parity/warm/)
@@ -33,7 +32,7 @@
 # command, wall time, machine, commit and the sha256 of the network targets and training features.
 set -euo pipefail
 
-help_message="Usage: $0 <piece>   (P0 P1 P2 P3a-P3g P4 P5a-P5d P6a P6b P9; the pieces are described in PLAN.md)"
+help_message="Usage: $0 <piece>   (P0 P1 P2 P3a-P3g P4 P5a-P5d P6a P9; the pieces are described in PLAN.md)"
 . "$(dirname "$0")/../utils/parse_options.sh"
 [ $# -eq 1 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
 piece=$1
@@ -135,11 +134,8 @@ case $piece in
       --ma-lr-times-workers false ;;
   P6a) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${lstm[@]}" --seeds 1 \
          --strategies "single single+ema bmuf bmuf+ema" --grid "bmuf: sync.block_momentum=0.5" ;;
-  P6b) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${lstm[@]}" --seeds 1 \
-         --strategies "single single+ema ma ma+ema bmuf bmuf+ema" --ma-lr-times-workers false \
-         --grid "ma: train.lr=0.1,0.2; bmuf: sync.block_momentum=0.5,0.75" ;;
   P9) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${warm[@]}" ;;
-  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2, P3a-P3g, P4, P5a-P5d, P6a, P6b, P9: PLAN.md)" >&2
+  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2, P3a-P3g, P4, P5a-P5d, P6a, P9: PLAN.md)" >&2
      exit 1 ;;
 esac
 
