@@ -21,8 +21,8 @@ rank 0 as its own model file, decodable like final.pt:
 The controls answer how much of the EMA's gain is averaging at all. AVERAGED_MODELS is the one
 registry: an averaged model is a class here plus one entry, and the entry carries its keys in the
 `average` section and their check, the model files it keeps (<name>.pt), the decode dirs
-(decode_<set>_<name>), the metrics (dev_acc_<name>), the recipe's `<strategy>+<family>` rows and
-the report's label and plot style.
+(decode_<set>_<name>), the metrics (dev_acc_<name>), the recipe's `<strategy>+<family>` rows (for
+the sync rules it applies to) and the report's label and plot style.
 """
 from __future__ import annotations
 

@@ -297,7 +297,7 @@ def ladder_comparisons(gmms: list[tuple[str, dict[str, CerSummary]]], replicatio
 # (A, B) pairs compared on the same test utterances at each worker count: B is the paper's
 # proposed or preferred system, or the EMA against one of its controls, or the EMA started after
 # BMUF's warm-up against the one started at the first sync (WARM_START).
-WARM_START = ("bmuf+ema", "bmuf+ema-warm")
+WARM_START = ("bmuf+ema", f"bmuf+{WARM}")
 COMPARISONS = [("bmuf", "bmuf+ema"), ("ma", "ma+ema"), ("ma", "bmuf"), ("single", "bmuf+ema"),
                ("single", "bmuf"), ("single", "single+ema"),
                *((f"{base}+{control}", f"{base}+ema") for base in ("single", "ma", "bmuf")
