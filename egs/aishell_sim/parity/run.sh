@@ -24,6 +24,8 @@
 #   parity/run.sh P5b     seed 3 of the same, and the verdict's report (parity/dnn3/)
 #   parity/run.sh P6a     the LSTMP (3x256, projection 128) at 12 epochs, each model from its best
 #                         dev epoch, seed 1: one worker and BMUF-8 at block momentum 0.5
+#   parity/run.sh P6b     the same LSTMP at 24 epochs (P6a: BMUF-8 still climbed at 12), one worker
+#   parity/run.sh P6c     BMUF-8 of it at block momentum 0.5, and their report (parity/lstm24/)
 #   parity/run.sh P9      when the EMA should start: BMUF-8 of the DNN 3x512 (P5b's point) with a
 #                         warm-up of 12 syncs, each EMA kept from the first sync and from the end
 #                         of the warm-up (ema-warm), three seeds (parity/warm/)
@@ -32,7 +34,7 @@
 # command, wall time, machine, commit and the sha256 of the network targets and training features.
 set -euo pipefail
 
-help_message="Usage: $0 <piece>   (P0 P1 P2 P3a-P3g P4 P5a-P5d P6a P9; the pieces are described in PLAN.md)"
+help_message="Usage: $0 <piece>   (P0 P1 P2 P3a-P3g P4 P5a-P5d P6a-P6c P9; the pieces are described in PLAN.md)"
 . "$(dirname "$0")/../utils/parse_options.sh"
 [ $# -eq 1 ] || { printf '%s\n' "$help_message" >&2; exit 1; }
 piece=$1
@@ -71,10 +73,16 @@ warm=(--nnet-dir exp/parity_warm --archs dnn --epochs 12 --seeds "1 2 3"
       --title "When the EMA starts: BMUF-8 with a warm-up, DNN 3x512, 12 epochs")
 # P6a on: the paper's second model, the LSTMP of P4's first plan (3 x 256, projection 128), at 12
 # epochs, each model from its best dev epoch (the 8-layer DNN's protocol, P3e), seed 1 first
-lstm=(--nnet-dir exp/parity_lstm --archs lstm --epochs 12 --grid-seed 1
-      --lstm-opts "model.num_layers=3 model.hidden_size=256 model.proj_size=128 train.final_epoch=best_dev_acc"
-      --results parity/lstm/RESULTS.md
-      --title "The LSTMP (3x256, projection 128), 12 epochs, each model at its best dev epoch, 8 workers")
+lstm=(--archs lstm --grid-seed 1 --seeds 1
+      --lstm-opts "model.num_layers=3 model.hidden_size=256 model.proj_size=128 train.final_epoch=best_dev_acc")
+lstm_title="The LSTMP (3x256, projection 128), %s epochs, each model at its best dev epoch, 8 workers"
+lstm12=(--nnet-dir exp/parity_lstm --epochs 12 --results parity/lstm/RESULTS.md
+        --title "$(printf "$lstm_title" 12)")
+# P6b on: twice the epochs (P3e's step for the 8-layer DNN), in a new network dir so that P6a's
+# runs stay; one worker trained again, since the schedule's decay follows the planned epochs
+lstm24=(--nnet-dir exp/parity_lstm24 --epochs 24 --results parity/lstm24/RESULTS.md
+        --title "$(printf "$lstm_title" 24)")
+lstm_bmuf=(--strategies "single single+ema bmuf bmuf+ema" --grid "bmuf: sync.block_momentum=0.5")
 rows() { for rule in "$@"; do printf '%s ' "$rule" "$rule+ema" "$rule+avg"; done; }
 
 . utils/lib/recipe.sh   # archive_sha256 (and the recipe's log lines and traps)
@@ -132,10 +140,12 @@ case $piece in
     ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${dnn3[@]}" --seeds "$seeds" \
       --strategies "single single+ema ma ma+ema bmuf bmuf+ema" --grid "$dnn3_grid" \
       --ma-lr-times-workers false ;;
-  P6a) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${lstm[@]}" --seeds 1 \
-         --strategies "single single+ema bmuf bmuf+ema" --grid "bmuf: sync.block_momentum=0.5" ;;
+  P6a) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${lstm[@]}" "${lstm12[@]}" "${lstm_bmuf[@]}" ;;
+  P6b) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${lstm[@]}" "${lstm24[@]}" \
+         --strategies "single single+ema" ;;
+  P6c) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${lstm[@]}" "${lstm24[@]}" "${lstm_bmuf[@]}" ;;
   P9) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${warm[@]}" ;;
-  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2, P3a-P3g, P4, P5a-P5d, P6a, P9: PLAN.md)" >&2
+  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2, P3a-P3g, P4, P5a-P5d, P6a-P6c, P9: PLAN.md)" >&2
      exit 1 ;;
 esac
 
