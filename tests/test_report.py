@@ -26,6 +26,14 @@ def alternating(refs: dict[str, str], a: int, b: int) -> dict[str, int]:
     return {u: (a if i % 2 else b) for i, u in enumerate(sorted(refs))}
 
 
+def write_report(out, *args: str) -> str:
+    """`emasr report --out OUT ARGS`, which must succeed: the report's text."""
+    result = CliRunner().invoke(main, ["report", "--out", str(out), *args])
+    assert result.exit_code == 0, result.output
+    with open(out, encoding="utf-8") as f:
+        return f.read()
+
+
 @pytest.fixture(scope="module")
 def experiment(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("exp"))
@@ -57,12 +65,9 @@ def experiment(tmp_path_factory):
     ]
     gmms = [make_gmm_system(root, "mono", refs, 5), make_gmm_system(root, "tri1", refs, 4)]
     out = os.path.join(root, "RESULTS.md")
-    result = CliRunner().invoke(main, ["report", "--out", out, "--replications", "500",
-                                       "--strategies", "single ma ma+ema bmuf bmuf+ema",
-                                       "--note", "command: run.sh --profile tiny", *dirs, *gmms])
-    assert result.exit_code == 0, result.output
-    with open(out, encoding="utf-8") as f:
-        text = f.read()
+    text = write_report(out, "--replications", "500", "--strategies",
+                        "single ma ma+ema bmuf bmuf+ema", "--note",
+                        "command: run.sh --profile tiny", *dirs, *gmms)
     return {"root": root, "dirs": dirs, "gmms": gmms, "out": out, "text": text}
 
 
@@ -246,9 +251,8 @@ def test_report_with_nothing_run_still_has_every_row(tmp_path):
     empty = tmp_path / "exp_empty"
     empty.mkdir()
     out = tmp_path / "R.md"
-    result = CliRunner().invoke(main, ["report", "--out", str(out), str(empty)])
-    assert result.exit_code == 0, result.output
-    rows = table_rows(out.read_text(), "Networks")
+    text = write_report(out, str(empty))
+    rows = table_rows(text, "Networks")
     # every registered rule alone and with each averaged model it can keep, for both archs
     from emasr.nnet.averages import AVERAGED_MODELS
     from emasr.nnet.sync import RULES
@@ -259,7 +263,7 @@ def test_report_with_nothing_run_still_has_every_row(tmp_path):
     assert ("DNN", "BMUF+EMA after warm-up") in rows   # kept by BMUF runs only
     assert ("DNN", "MA+EMA after warm-up") not in rows
     assert (tmp_path / "plots" / "dev_frame_accuracy.png").read_bytes()[:8] == PNG_MAGIC
-    assert "Speed-up against workers: not measured" in out.read_text()
+    assert "Speed-up against workers: not measured" in text
 
 
 def test_seeds_are_pooled_and_paired(tmp_path):
@@ -270,10 +274,8 @@ def test_seeds_are_pooled_and_paired(tmp_path):
         errors.update({(s, "ema"): uniform(refs[s], good) for s in refs})
         dirs.append(make_network_run(str(tmp_path), "dnn", "bmuf", seed, 2, True, refs, errors))
     out = tmp_path / "R.md"
-    result = CliRunner().invoke(main, ["report", "--out", str(out), "--archs", "dnn",
-                                       "--replications", "300", *dirs])
-    assert result.exit_code == 0, result.output
-    rows = table_rows(out.read_text(), "Networks")
+    rows = table_rows(write_report(out, "--archs", "dnn", "--replications", "300", *dirs),
+                      "Networks")
     assert rows[("DNN", "BMUF")][3] == "2"
     assert rows[("DNN", "BMUF")][8].startswith("30.00 [")            # (40% + 20%) / 2
     assert rows[("DNN", "BMUF")][9] == "s1 40.00 / s2 20.00"
@@ -320,6 +322,20 @@ def test_metrics_reader_keeps_the_last_record_of_a_resumed_block(tmp_path):
     path.write_text('{"type": "epoch", "epoch": 1}\nnot json\n')
     with pytest.raises(MetricsError, match=r"metrics.jsonl:2: not a JSON object"):
         read_metrics(str(path))
+
+
+def test_the_report_thins_a_long_loss_curve_and_the_reader_keeps_it_whole(tmp_path):
+    from emasr.report.systems import PLOTTED_BLOCKS, read_network_run
+    exp = make_network_run(str(tmp_path), "dnn", "bmuf", 1, 2, False, {}, {})
+    blocks = [{"type": "block", "epoch": 1, "block": b, "loss": float(b)} for b in range(1, 1001)]
+    path = os.path.join(exp, "metrics.jsonl")
+    epochs = epoch_records(exp)
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in blocks + epochs)
+    assert len(read_metrics(path).blocks) == 1000   # the trainer's and the tests' reader: all
+    losses = [b["loss"] for b in read_network_run(exp).metrics.blocks]
+    assert len(losses) == PLOTTED_BLOCKS and (losses[0], losses[-1]) == (1.0, 1000.0)
+    assert all(3 <= b - a <= 4 for a, b in zip(losses, losses[1:]))   # evenly spaced: 999 / 299
 
 
 @pytest.mark.parametrize("hardware, expected", [
@@ -434,16 +450,15 @@ def test_the_setting_chosen_on_dev_is_the_one_applied_to_test(tmp_path):
                               {k: corrupt(refs[set_name], uniform(refs[set_name], n))
                                for k, n in by_setting.items()})
     out = tmp_path / "R.md"
-    result = CliRunner().invoke(main, ["report", "--out", str(out), "--archs", "dnn",
-                                       "--strategies", "bmuf", "--replications", "100", exp])
-    assert result.exit_code == 0, result.output
-    row = table_rows(out.read_text(), "Networks")[("DNN", "BMUF")]
+    text = write_report(out, "--archs", "dnn", "--strategies", "bmuf", "--replications", "100",
+                        exp)
+    row = table_rows(text, "Networks")[("DNN", "BMUF")]
     assert row[7].startswith("10.00 [")      # dev at its best: 1 error in 10 characters
     assert row[8].startswith("20.00 [")      # test at dev's setting (2.1, 0.5), not its own best
     assert row[10] == "2.1, 0.5" and row[11] == "10.00"   # Kaldi's best-on-test, beside it
     # 2.1 between 1.9 and 3: the acoustic scale 1/3 is 30% away, so the report asks for a
     # finer grid
-    protocol = out.read_text().split("## Scoring protocol")[1].split("\n## ")[0]
+    protocol = text.split("## Scoring protocol")[1].split("\n## ")[0]
     assert "chosen on dev, 2.1, has neighbours 1.9 and 3" in protocol
 
 
@@ -459,11 +474,8 @@ def test_averaged_model_rows_and_worker_counts(tmp_path):
                                  {(s, m): uniform(refs[s], n) for s in refs
                                   for m, n in (("final", 3), ("ema", 1))}))
     out = tmp_path / "R.md"
-    result = CliRunner().invoke(main, ["report", "--out", str(out), "--archs", "dnn",
-                                       "--strategies", "single single+ema bmuf bmuf+ema",
-                                       "--replications", "100", *dirs])
-    assert result.exit_code == 0, result.output
-    text = out.read_text()
+    text = write_report(out, "--archs", "dnn", "--strategies", "single single+ema bmuf bmuf+ema",
+                        "--replications", "100", *dirs)
     table = text.split("## Networks")[1].split("\n## ")[0]
     bmuf = [l for l in table.splitlines() if l.startswith("| DNN | BMUF |")]
     assert [l.split("|")[3].strip() for l in bmuf] == ["2", "8"]   # one row per worker count
@@ -475,6 +487,12 @@ def test_averaged_model_rows_and_worker_counts(tmp_path):
             "0/1 seeds with the larger gain in parallel training; 9 comparisons in this report): "
             "**larger for one worker**: the EMA's gain is not specific to parallel training" in text)
     assert (tmp_path / "plots" / "cer_vs_workers.png").read_bytes()[:8] == PNG_MAGIC
+    # one worker alone (its EMA compared in the table): none of the paper's claims is checkable
+    (tmp_path / "alone").mkdir()
+    alone = write_report(tmp_path / "alone" / "R.md", "--archs", "dnn", "--strategies",
+                         "single single+ema", "--replications", "10", dirs[-1])
+    assert "| DNN | 1 | single | single+EMA |" in alone
+    assert "- No claim of the paper to check: each compares a row of parallel training" in alone
 
 
 def test_a_report_rebuilt_from_its_counts_alone_is_the_same_report(tmp_path):
@@ -494,20 +512,16 @@ def test_a_report_rebuilt_from_its_counts_alone_is_the_same_report(tmp_path):
                                                      "sync.block_momentum=0.75")))
     gmm = make_gmm_system(str(tmp_path / "exp"), "tri1", refs, 3)
     out = tmp_path / "RESULTS.md"
-    args = ["report", "--archs", "dnn", "--strategies", "single single+ema bmuf bmuf+ema",
-            "--replications", "300", "--title", "A title", "--note", "command: x"]
-    result = CliRunner().invoke(main, [*args, "--out", str(out), *dirs, gmm])
-    assert result.exit_code == 0, result.output
+    text = write_report(out, "--archs", "dnn", "--strategies", "single single+ema bmuf bmuf+ema",
+                        "--replications", "300", "--title", "A title", "--note", "command: x",
+                        *dirs, gmm)
     assert sorted(os.listdir(tmp_path / "counts")) == ["systems.json", "utterances.tsv.gz"]
     shutil.rmtree(tmp_path / "exp")   # nothing but the counts is left
     rebuilt = tmp_path / "REBUILT.md"
-    result = CliRunner().invoke(main, ["report", "--from-counts", "--out", str(rebuilt)])
-    assert result.exit_code == 0, result.output
-    assert rebuilt.read_text() == out.read_text()
-    assert "| DNN | BMUF+EMA | 2 | 2 |" in out.read_text()
-    assert "| block_momentum {0.5, 0.75}; block_size {4, 16} |" in out.read_text()
-    assert "| DNN | BMUF | 2 | 1 | block_momentum 0.75, block_size 16 | 25.00 | - |  |" in \
-        out.read_text()
+    assert write_report(rebuilt, "--from-counts") == text
+    assert "| DNN | BMUF+EMA | 2 | 2 |" in text
+    assert "| block_momentum {0.5, 0.75}; block_size {4, 16} |" in text
+    assert "| DNN | BMUF | 2 | 1 | block_momentum 0.75, block_size 16 | 25.00 | - |  |" in text
     result = CliRunner().invoke(main, ["report", "--from-counts", "--out", str(rebuilt), gmm])
     assert result.exit_code != 0 and "give no EXP_DIRS" in result.output
 
@@ -574,11 +588,8 @@ def test_the_ema_row_is_the_half_life_chosen_on_dev_and_the_others_are_listed(tm
                            {k: uniform(refs[k[0]], n) for k, n in errors.items()},
                            settings=("average.ema_half_life_frames=[1000, 3000]",))
     out = tmp_path / "R.md"
-    result = CliRunner().invoke(main, ["report", "--out", str(out), "--archs", "dnn",
-                                       "--strategies", "bmuf bmuf+ema", "--replications", "100",
-                                       exp])
-    assert result.exit_code == 0, result.output
-    text = out.read_text()
+    text = write_report(out, "--archs", "dnn", "--strategies", "bmuf bmuf+ema",
+                        "--replications", "100", exp)
     # dev chose ema_3000 (10% against 20%): the row reports its test CER, 50%, not the best 40%
     assert table_rows(text, "Networks")[("DNN", "BMUF+EMA")][8].startswith("50.00 [")
     section = text.split("## Averaged models chosen on dev")[1].split("\n## ")[0]
@@ -603,14 +614,12 @@ def test_runs_whose_models_are_from_their_best_dev_epoch_are_tuned_and_shown_by_
     rewrite_epochs(peaked, epochs)
     assert selected(["bmuf", "bmuf+ema"], steady, peaked) == [peaked] * 2
     out = tmp_path / "R.md"
-    result = CliRunner().invoke(main, ["report", "--out", str(out), "--archs", "dnn",
-                                       "--strategies", "bmuf bmuf+ema", "--replications", "10",
-                                       steady, peaked])
-    assert result.exit_code == 0, result.output
-    rows = table_rows(out.read_text(), "Networks")
+    text = write_report(out, "--archs", "dnn", "--strategies", "bmuf bmuf+ema",
+                        "--replications", "10", steady, peaked)
+    rows = table_rows(text, "Networks")
     assert rows[("DNN", "BMUF")][6] == "90.00 (epoch 2)"
     assert rows[("DNN", "BMUF+EMA")][6] == "86.00 (epoch 1)"
-    assert "(train.final_epoch best_dev_acc)" in out.read_text()
+    assert "(train.final_epoch best_dev_acc)" in text
 
 
 def test_the_ema_after_bmufs_warm_up_is_compared_with_the_one_from_the_first_sync(tmp_path):
@@ -628,11 +637,8 @@ def test_the_ema_after_bmufs_warm_up_is_compared_with_the_one_from_the_first_syn
     exps = [make_network_run(str(tmp_path), "dnn", "bmuf", seed, 8, False, refs, per_utt,
                              settings=settings) for seed in (1, 2, 3)]
     out = tmp_path / "R.md"
-    result = CliRunner().invoke(main, ["report", "--out", str(out), "--archs", "dnn",
-                                       "--strategies", "bmuf bmuf+ema bmuf+ema-warm",
-                                       "--replications", "200", *exps])
-    assert result.exit_code == 0, result.output
-    text = out.read_text()
+    text = write_report(out, "--archs", "dnn", "--strategies", "bmuf bmuf+ema bmuf+ema-warm",
+                        "--replications", "200", *exps)
     assert table_rows(text, "Networks")[("DNN", "BMUF+EMA after warm-up")][8].startswith("10.00 [")
     section = text.split("## Same test utterances")[1].split("\n## ")[0]
     compared = {(cells[2], cells[3]): cells for cells in

@@ -6,9 +6,7 @@ after every sync, and `{"type": "epoch", "epoch", "lr", "next_lr", "dev_loss", "
 ["dev_loss_ema", "dev_acc_ema",] <totals>}` after every epoch, where <totals> are the running
 `syncs, frames, bytes_reduced` (per worker), `seconds_compute, seconds_comm, seconds_train`.
 A resumed run appends records again for the blocks after its checkpoint; the last record for an
-(epoch, block) wins, so the curves show the run that produced the final model. The report keeps at
-most PLOTTED_BLOCKS block records per run (evenly spaced, the last one included): enough for the
-loss curve, and small enough to commit beside the results (emasr.report.counts).
+(epoch, block) wins, so the curves show the run that produced the final model.
 """
 from __future__ import annotations
 
@@ -18,8 +16,6 @@ from dataclasses import dataclass, field
 
 from emasr.io.table import read_lines
 
-
-PLOTTED_BLOCKS = 300
 
 
 class MetricsError(ValueError):
@@ -63,12 +59,4 @@ def read_metrics(path: str) -> TrainingMetrics:
             raise MetricsError(f"{path}:{number}: a '{kind}' record needs integer 'epoch'"
                                f"{' and block' if kind == 'block' else ''}") from None
     return TrainingMetrics(os.fspath(path), [epochs[k] for k in sorted(epochs)],
-                           thinned([blocks[k] for k in sorted(blocks)]))
-
-
-def thinned(records: list[dict], at_most: int = PLOTTED_BLOCKS) -> list[dict]:
-    """At most `at_most` of the records, evenly spaced, the first and the last among them."""
-    if len(records) <= at_most:
-        return records
-    step = (len(records) - 1) / (at_most - 1)
-    return [records[round(i * step)] for i in range(at_most)]
+                           [blocks[k] for k in sorted(blocks)])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from emasr.nnet.averages import AVERAGED_MODELS, WARM
+from emasr.nnet.averages import AVERAGED_MODELS
 from emasr.nnet.sync import RULES
 from emasr.nnet.regime import own_devices
 from emasr.report.intervals import LEVEL, Contrast, Interval, bootstrap
@@ -202,9 +202,8 @@ def warm_start_lines(comparisons: list[Comparison]) -> list[str]:
             lines.append(f"- {where(c)}: the EMA started after BMUF's warm-up against the EMA from "
                          f"the first sync, each at its half-life chosen on dev: "
                          f"{start_outcome(c)} ({evidence(c)}).")
-        elif c.b.partition("+")[2].startswith(WARM + "_"):
-            frames = c.b.rpartition("_")[2]
-            lines.append(f"  - at the half-life of {frames} frames: {start_outcome(c)} "
+        elif c.half_life is not None:
+            lines.append(f"  - at the half-life of {c.half_life} frames: {start_outcome(c)} "
                          f"({evidence(c)}).")
     return lines
 
@@ -336,7 +335,8 @@ def findings(rows: list[Row], comparisons: list[Comparison],
     if missing:
         lines.append(f"- Not run, so not checked: {', '.join(missing)}.")
     if not lines:
-        lines.append("- Nothing to compare yet: no two rows have decoded test results.")
+        lines.append("- No claim of the paper to check: each compares a row of parallel training "
+                     "(MA or BMUF) with another, and no such pair has decoded test results.")
     return lines
 
 

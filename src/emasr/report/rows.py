@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -189,6 +189,7 @@ class Comparison:
     seed_differences: dict[int, float]   # seeds both rows ran: CER_B - CER_A of that seed's runs
     family: int = 1                      # comparisons in the report (for the family-wise level)
     seed_cers_a: dict[int, float] = field(default_factory=dict)   # CER_A of those seeds' runs
+    half_life: str | None = None   # frames: both at this half-life, not each at its dev-chosen one
 
     @property
     def interval(self) -> Interval:
@@ -278,7 +279,7 @@ def warm_start_by_half_life(ema: Row, replications: int) -> list[Comparison]:
                                   ema.workers_key, model_summary(ema.runs, model, replications),
                                   model_summary(ema.runs, twin, replications), replications)
         if found is not None:
-            out.append(found)
+            out.append(replace(found, half_life=model[len("ema_"):]))
     return out
 
 

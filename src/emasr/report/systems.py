@@ -29,6 +29,10 @@ from emasr.report.scoring import ScoredDecode, ScoringError, read_decode_dir
 
 logger = logging.getLogger(__name__)
 
+# block records kept per run: enough for the loss curve, and small enough to commit beside the
+# results (emasr.report.counts), where a report rebuilt from the counts draws the same curve
+PLOTTED_BLOCKS = 300
+
 def parse_label(label: str) -> tuple[str, str]:
     """A row label -> (sync rule, model): 'bmuf+ema' -> ('bmuf', 'ema'), 'ma' -> ('ma', 'final');
     ValueError for a name no registry knows, or an averaged model its rule does not keep."""
@@ -180,11 +184,20 @@ def tuned_settings(flat: dict, regime: dict | None) -> dict:
     return settings
 
 
+def thinned(records: list[dict], at_most: int = PLOTTED_BLOCKS) -> list[dict]:
+    """At most `at_most` of the records, evenly spaced, the first and the last among them."""
+    if len(records) <= at_most:
+        return records
+    step = (len(records) - 1) / (at_most - 1)
+    return [records[round(i * step)] for i in range(at_most)]
+
+
 def read_network_run(exp_dir: str) -> NetworkRun:
     config = read_config(exp_dir)
     metrics_path = os.path.join(exp_dir, "metrics.jsonl")
     metrics = read_metrics(metrics_path) if os.path.isfile(metrics_path) else \
         TrainingMetrics(metrics_path)
+    metrics.blocks = thinned(metrics.blocks)
     regime = read_regime(exp_dir)
     strategy = config.sync.strategy
     workers = regime["workers"] if regime else (1 if not RULES[strategy].parallel else None)
