@@ -75,13 +75,14 @@ warm=(--nnet-dir exp/parity_warm --archs dnn --epochs 12 --seeds "1 2 3"
 # epochs, each model from its best dev epoch (the 8-layer DNN's protocol, P3e), seed 1 first
 lstm=(--archs lstm --grid-seed 1 --seeds 1
       --lstm-opts "model.num_layers=3 model.hidden_size=256 model.proj_size=128 train.final_epoch=best_dev_acc")
-lstm_title="The LSTMP (3x256, projection 128), %s epochs, each model at its best dev epoch, 8 workers"
+lstm_title() { echo "The LSTMP (3x256, projection 128), $1 epochs, each model at its best dev epoch," \
+                    "8 workers"; }
 lstm12=(--nnet-dir exp/parity_lstm --epochs 12 --results parity/lstm/RESULTS.md
-        --title "$(printf "$lstm_title" 12)")
+        --title "$(lstm_title 12)")
 # P6b on: twice the epochs (P3e's step for the 8-layer DNN), in a new network dir so that P6a's
 # runs stay; one worker trained again, since the schedule's decay follows the planned epochs
 lstm24=(--nnet-dir exp/parity_lstm24 --epochs 24 --results parity/lstm24/RESULTS.md
-        --title "$(printf "$lstm_title" 24)")
+        --title "$(lstm_title 24)")
 lstm_bmuf=(--strategies "single single+ema bmuf bmuf+ema" --grid "bmuf: sync.block_momentum=0.5")
 rows() { for rule in "$@"; do printf '%s ' "$rule" "$rule+ema" "$rule+avg"; done; }
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from emasr.io.table import read_lines
 
 
-
 class MetricsError(ValueError):
     """metrics.jsonl is malformed; the message names the file and line."""
 

@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 # results (emasr.report.counts), where a report rebuilt from the counts draws the same curve
 PLOTTED_BLOCKS = 300
 
+
 def parse_label(label: str) -> tuple[str, str]:
     """A row label -> (sync rule, model): 'bmuf+ema' -> ('bmuf', 'ema'), 'ma' -> ('ma', 'final');
     ValueError for a name no registry knows, or an averaged model its rule does not keep."""
