@@ -194,12 +194,17 @@ class WarmEmaOptions(Section):
     ema_after_warmup: bool = False   # also keep each EMA started after BMUF's warm-up (ema-warm)
 
 
+def warm_twin(ema_name: str) -> str:
+    """ema -> ema-warm, ema_<frames> -> ema-warm_<frames>: the EMA's twin started after the
+    warm-up."""
+    return WARM + ema_name[len("ema"):]
+
+
 def warm_variants(average) -> list[str]:
-    """ema -> ema-warm, ema_<frames> -> ema-warm_<frames>: each EMA's twin started after the
-    warm-up ([] when off)."""
+    """Each EMA's twin started after the warm-up ([] when off)."""
     if not average.ema_after_warmup:
         return []
-    return [WARM + name[len("ema"):] for name in ema_variants(average)]
+    return [warm_twin(name) for name in ema_variants(average)]
 
 
 def check_warm_ema(config) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from emasr.nnet.averages import WARM
+from emasr.nnet.averages import WARM, warm_twin
 from emasr.report.intervals import (LEVEL, Contrast, Interval, SeedMatrix, cer_interval,
                                     difference, t_interval)
 from emasr.report.scoring import ScoredDecode
@@ -274,7 +274,7 @@ def warm_start_by_half_life(ema: Row, replications: int) -> list[Comparison]:
         return []   # one EMA: the rows' comparison is this one
     out = []
     for model in models:
-        twin = WARM + model[len("ema"):]
+        twin = warm_twin(model)
         found = compare_summaries(ema.arch, f"{ema.base}+{model}", f"{ema.base}+{twin}",
                                   ema.workers_key, model_summary(ema.runs, model, replications),
                                   model_summary(ema.runs, twin, replications), replications)
