@@ -15,9 +15,10 @@ import pytest
 
 from emasr.feats.audio import read_wav, resample
 from emasr.corpus.augment import AugmentConfig, degrade, speech_power
-from emasr.corpus.config import profile_config
+from emasr.corpus.config import PROFILES, SimConfig, profile_config
 from emasr.corpus.pinyin import TextError, check_han_words, split_syllable, word_phones, word_syllables
-from emasr.corpus.simulate import simulate
+from emasr.corpus.simulate import babble_tasks, make_plan, rng_for, simulate, speaker_tasks
+from emasr.corpus.speakers import make_speakers
 from emasr.lang.pinyin import word_to_phones
 
 REPO = Path(__file__).resolve().parents[1]
@@ -156,6 +157,86 @@ def test_same_seed_same_corpus_whatever_nj_and_rerun_skips(corpus, tmp_path):
     assert os.stat(wav).st_mtime_ns == before          # complete speakers are skipped
     with pytest.raises(click.ClickException, match="other settings or seed"):
         simulate(str(out), config, seed=SEED + 1, nj=1)
+
+
+# ---- the training set does not depend on the dev/test sizes -----------------------------------
+
+EVAL_SIZES = ("dev_speakers", "test_speakers", "eval_utts_per_speaker")
+# sha256 of the small profile's train speakers and utterances at seed 1 (train_plan_digest), as the
+# code made them when the small profile had 10 dev and 10 test speakers of 60 utterances: the
+# corpus every committed result of egs/aishell_sim was trained on. A change here changes the
+# training set of every simulated corpus; make it on purpose, not as a side effect.
+SMALL_TRAIN_DIGEST = "3eba6da1dc9938d84a9c4ce15c2442a4a630e3c35f000442bfc011a625889c07"
+
+
+def train_plan_digest(plan) -> str:
+    train = {"speakers": [s.to_dict() for s in plan.speakers["train"]],
+             "utterances": [[u, s, w] for u, s, w in plan.utterances["train"]]}
+    return hashlib.sha256(json.dumps(train, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
+
+
+def train_inputs(config: SimConfig, seed: int) -> dict:
+    """Everything a training wav is made from: the plan's train part and lexicon, the train
+    speakers' audio tasks (speaker, audio generator number, utterances, knobs) and the babble
+    clips' tasks, the dev/test sizes left out of the knobs they carry."""
+    plan = make_plan(config, seed)
+
+    def knobs(config_dict: dict) -> dict:
+        return {k: v for k, v in config_dict.items() if k not in EVAL_SIZES}
+
+    return {"speakers": plan.speakers["train"], "utterances": plan.utterances["train"],
+            "lexicon": plan.lexicon, "digest": train_plan_digest(plan),
+            "speaker tasks": [(t[1], t[2], t[3], t[4], knobs(t[5]), t[6])
+                              for t in speaker_tasks("out", plan, config, seed) if t[1] == "train"],
+            "babble tasks": [(t[1], knobs(t[2]), t[3], t[4])
+                             for t in babble_tasks("out", plan, config, seed)]}
+
+
+def test_train_set_does_not_depend_on_dev_and_test_sizes():
+    # the small profile as it is, as it was (10 + 10 speakers x 60), and some other eval sizes
+    sizes = [{}, dict(dev_speakers=10, test_speakers=10, eval_utts_per_speaker=60),
+             dict(dev_speakers=45, test_speakers=3, eval_utts_per_speaker=7)]
+    inputs = [train_inputs(profile_config("small", **size), seed=1) for size in sizes]
+    assert inputs[0]["digest"] == SMALL_TRAIN_DIGEST, \
+        "the small profile's training set (seed 1) is not the one the committed results used"
+    assert len(inputs[0]["utterances"]) == 44 * 120 and len(inputs[0]["speaker tasks"]) == 44
+    for other in inputs[1:]:
+        for key, value in inputs[0].items():
+            assert other[key] == value, key
+    # the small test corpus of this file too (another seed, the tiny profile's knobs)
+    config = profile_config("tiny", **KNOBS)
+    resized = profile_config("tiny", **{**KNOBS, "dev_speakers": 5, "test_speakers": 4,
+                                        "eval_utts_per_speaker": 1})
+    assert train_inputs(config, SEED) == train_inputs(resized, SEED)
+
+
+def profile_counts(profile: str) -> dict[str, int]:
+    config = profile_config(profile)
+    return {"train": config.train_speakers, "dev": config.dev_speakers, "test": config.test_speakers}
+
+
+@pytest.mark.parametrize("counts", [
+    *(profile_counts(profile) for profile in PROFILES),
+    {"train": 44, "dev": 41, "test": 40}, {"train": 800, "dev": 30, "test": 30}])
+def test_speaker_ids_disjoint_at_every_profile_size(counts):
+    speakers = make_speakers(counts, 0.25, (170, 270), rng_for(1, "speakers"))
+    ids = {name: [s.id for s in group] for name, group in speakers.items()}
+    assert {name: len(group) for name, group in ids.items()} == counts
+    assert all(re.match(r"^S\d{4}$", i) for group in ids.values() for i in group)
+    assert len({i for group in ids.values() for i in group}) == sum(counts.values())
+    assert ids["train"] == [f"S{2 + k:04d}" for k in range(counts["train"])]   # train's own
+    assert ids["dev"][0] == f"S{max(724, 2 + counts['train']):04d}"
+    assert int(ids["test"][0][1:]) >= 764
+    assert max(ids["train"]) < min(ids["dev"]) and max(ids["dev"]) < min(ids["test"])
+
+
+def test_small_and_large_profiles_have_many_eval_speakers():
+    for profile in ("small", "large"):
+        config = profile_config(profile)
+        assert config.dev_speakers >= 30 and config.test_speakers >= 30, profile
+    small = profile_config("small")
+    assert small.dev_speakers * small.eval_utts_per_speaker == 600      # the decode cost as before
+    assert small.test_speakers * small.eval_utts_per_speaker == 600
 
 
 def test_han_check_names_the_bad_word():

@@ -17,10 +17,10 @@ def knob(default, help: str):
 @dataclass
 class SimConfig:
     train_speakers: int = knob(44, "speakers in train")
-    dev_speakers: int = knob(10, "speakers in dev")
-    test_speakers: int = knob(10, "speakers in test")
+    dev_speakers: int = knob(30, "speakers in dev")
+    test_speakers: int = knob(30, "speakers in test")
     train_utts_per_speaker: int = knob(120, "utterances per train speaker")
-    eval_utts_per_speaker: int = knob(60, "utterances per dev or test speaker")
+    eval_utts_per_speaker: int = knob(20, "utterances per dev or test speaker")
     lm_sentences: int = knob(50000, "queries in the unsegmented LM text (none is a dev/test query)")
     babble_clips: int = knob(32, "clips of other talkers' speech mixed into babble noise")
     slot_words: int = knob(2000, "at most this many jieba words per slot type (most frequent first)")
@@ -72,11 +72,14 @@ PROFILES: dict[str, dict] = {
                  heldout_slot_prob=0.1,
                  augment=dict(clean_fraction=0.5, snr_min=15.0, snr_max=30.0, reverb_prob=0.1,
                               rt60_max=0.4, band_limit_prob=0.1)),
-    # The default recipe: >= 3 h train from >= 40 speakers, >= 20 min each of dev and test.
+    # The default recipe: >= 3 h train from >= 40 speakers; dev and test 600 utterances each from
+    # 30 speakers (many speakers, few utterances each: the number of speakers, not of utterances,
+    # bounds how well a test result speaks for other voices; docs/corpus.md).
     "small": {},
-    # GPU runs: >= 50 h of training audio.
-    "large": dict(train_speakers=420, dev_speakers=20, test_speakers=20, train_utts_per_speaker=200,
-                  eval_utts_per_speaker=100, lm_sentences=300000, babble_clips=64, slot_words=5000),
+    # GPU runs: >= 50 h of training audio; dev and test 2000 utterances each from 40 speakers.
+    # Changing only the dev/test sizes leaves the training set as it was (tests/test_simulate.py).
+    "large": dict(train_speakers=420, dev_speakers=40, test_speakers=40, train_utts_per_speaker=200,
+                  eval_utts_per_speaker=50, lm_sentences=300000, babble_clips=64, slot_words=5000),
 }
 
 

@@ -12,6 +12,13 @@ Writes, under --out:
 The main process draws every text and speaker from the seed; the audio is made per speaker, each
 with its own generator seeded by (seed, speaker), so the output does not depend on --nj. A speaker's
 part file is written after all of its wavs (each atomically), so a re-run skips finished speakers.
+
+The training set depends only on the seed and the knobs other than the dev/test sizes: its speakers
+are drawn first from their stream, its queries from a text stream of their own (before dev's and
+test's, which must differ from them), its babble clips speak training queries only, and its
+speakers' audio generators are numbered first. So --dev-speakers, --test-speakers and
+--eval-utts-per-speaker change dev, test and the LM text, never a training wav
+(tests/test_simulate.py).
 """
 from __future__ import annotations
 
@@ -235,19 +242,19 @@ def merge_timings(out: str, plan: Plan) -> None:
                     f.write(part.read())
 
 
-def simulate(out: str, config: SimConfig, seed: int = 1, nj: int = 1, force: bool = False) -> Plan:
-    """Make the whole corpus under `out`; returns the plan (texts and speakers)."""
-    os.makedirs(out, exist_ok=True)
-    check_or_save_config(out, config, seed, force)
-    plan = make_plan(config, seed)
-    write_text_files(out, plan)
+def babble_tasks(out: str, plan: Plan, config: SimConfig, seed: int) -> list[tuple]:
+    """make_babble_clip's tasks: three training queries per clip (never a dev or test one)."""
     config_dict = config.to_dict()
     train_words = [words for _, _, words in plan.utterances["train"]]
     pick = rng_for(seed, "babble", 1 << 30)
-    babble_tasks = [(out, i, config_dict, seed,
-                     [train_words[j] for j in pick.integers(len(train_words), size=3)])
-                    for i in range(config.babble_clips)]
-    babble_paths = sorted(run_tasks(make_babble_clip, babble_tasks, nj, desc="babble clips"))
+    return [(out, i, config_dict, seed, [train_words[j] for j in pick.integers(len(train_words), size=3)])
+            for i in range(config.babble_clips)]
+
+
+def speaker_tasks(out: str, plan: Plan, config: SimConfig, seed: int) -> list[tuple]:
+    """make_speaker_audio's tasks, one per speaker: train's first, so that a train speaker's audio
+    generator (its number) does not depend on the dev/test sizes."""
+    config_dict = config.to_dict()
     tasks, number = [], 0
     for name in SETS:
         by_speaker: dict[str, list] = {}
@@ -256,9 +263,20 @@ def simulate(out: str, config: SimConfig, seed: int = 1, nj: int = 1, force: boo
         for speaker in plan.speakers[name]:
             number += 1
             tasks.append((out, name, speaker.to_dict(), number, by_speaker[speaker.id], config_dict, seed))
+    return tasks
+
+
+def simulate(out: str, config: SimConfig, seed: int = 1, nj: int = 1, force: bool = False) -> Plan:
+    """Make the whole corpus under `out`; returns the plan (texts and speakers)."""
+    os.makedirs(out, exist_ok=True)
+    check_or_save_config(out, config, seed, force)
+    plan = make_plan(config, seed)
+    write_text_files(out, plan)
+    babble_paths = sorted(run_tasks(make_babble_clip, babble_tasks(out, plan, config, seed), nj,
+                                    desc="babble clips"))
     made, seconds, skipped = 0, 0.0, 0
-    for _, _, count, duration in run_tasks(make_speaker_audio, tasks, nj, _load_babble,
-                                           (babble_paths,), desc="speakers"):
+    for _, _, count, duration in run_tasks(make_speaker_audio, speaker_tasks(out, plan, config, seed),
+                                           nj, _load_babble, (babble_paths,), desc="speakers"):
         made, seconds, skipped = made + count, seconds + duration, skipped + (count == 0)
     merge_timings(out, plan)
     log.info("made %d utterances (%.2f h of audio) in %s; %d speakers were already complete",

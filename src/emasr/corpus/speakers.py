@@ -1,8 +1,13 @@
 """Simulated speakers: an espeak-ng voice variant with its own pitch, pitch range and rate.
 
-Speaker ids follow AISHELL-1 (train from S0002, dev from S0724, test from S0764; a set that needs
-more ids continues after the previous set's last one). A share of each gender's voice variants is
-kept for dev and test only, so evaluation speakers also have timbres that training never heard.
+Speaker ids follow AISHELL-1 (train from S0002, dev from S0724, test from S0764, as AISHELL-1's 40
+dev speakers S0724-S0763 and 20 test speakers from S0764). A set that needs more ids than its range
+holds continues after the previous set's last one (41 dev speakers push test to S0765), so the
+sets never share an id; train's ids depend on the train count only. A share of each gender's voice
+variants is kept for dev and test only, so evaluation speakers also have timbres that training never
+heard.
+
+Train's speakers are drawn first, so the dev and test counts change dev's and test's speakers only.
 """
 from __future__ import annotations
 
