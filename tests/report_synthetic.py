@@ -45,11 +45,15 @@ def write_scored_decode(decode_dir: str, refs: dict[str, str], hyps: dict[str, s
 
 def write_scored_settings(decode_dir: str, refs: dict[str, str],
                           hyps_by_setting: dict[tuple[str, str], dict[str, str]],
-                          form: str = "texts") -> float:
+                          form: str = "texts", utt2spk: dict[str, str] | None = None) -> float:
     """Kaldi's scoring layout for several (LM weight, penalty) settings: cer_L_W each, best_cer
-    the lowest (the first of equals); returns the best CER."""
+    the lowest (the first of equals), and the speakers as emasr score-lattices records them
+    (`utt2spk`); returns the best CER."""
     scoring = os.path.join(decode_dir, "scoring_kaldi")
     os.makedirs(scoring, exist_ok=True)
+    if utt2spk:
+        with open(os.path.join(scoring, "utt2spk"), "w", encoding="utf-8") as f:
+            f.writelines(f"{u} {utt2spk[u]}\n" for u in sorted(refs))
     total = sum(len(t) for t in refs.values())
     lines = {}
     for (lmwt, wip), hyps in hyps_by_setting.items():

@@ -123,6 +123,11 @@ def test_decode_sh_and_scoring_end_to_end(test_data):
     assert (decode / "scoring_kaldi/best_cer").read_text().startswith("%WER 0.00 ")
     per_utt = (decode / "scoring_kaldi/cer_details/per_utt").read_text()
     assert "1_1_1_1_1_1_1_1 #csid 24 0 0 0\n" in per_utt
+    # the report's counts at every setting scored, each utterance with its speaker
+    from emasr.report.scoring import read_sweep
+    sweep = read_sweep(str(decode))
+    assert sweep.settings == ("10_0.0", "10_0.5", "10_1.0") and sweep.errors.sum() == 0
+    assert sweep.chars.sum() == letters and set(sweep.speakers) == {"global"}
     result = run_script(["bash", "-c", f"grep WER {decode}/wer_* | best_wer.sh"])
     assert result.returncode == 0 and result.stdout.startswith("%WER 0.00 [ 0 / 232,")
     assert result.stdout.split()[-1].startswith(f"{decode}/wer_")

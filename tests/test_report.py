@@ -13,7 +13,7 @@ from emasr.cli import main
 from emasr.nnet.metrics import MetricsError, read_metrics
 from emasr.report.scoring import ScoringError, read_decode_dir
 from report_synthetic import (corrupt, make_gmm_system, make_network_run, reference_texts,
-                              write_scored_decode)
+                              write_scored_decode, write_scored_settings)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -157,19 +157,28 @@ def test_gmm_baselines_and_same_utterance_differences(experiment):
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[6].startswith("-20.00 [") and cells[7].startswith("-66.7% [")
     assert cells[8:] == ["1", "1/1", "-", "40", "yes", "yes"]
-    assert "This report makes 6 comparisons" in body     # 5 in the table, 1 on the ladder
+    # 5 in the table, 2 parity tests on dev (MA-2, BMUF-2), 1 on the ladder
+    assert "This report makes 8 comparisons" in body
 
 
 def test_findings_follow_the_intervals_and_the_regime(experiment):
     findings = experiment["text"].split("## What agrees and what disagrees with the paper")[1]
     findings = findings.split("\n## ")[0]
     lines = findings.splitlines()
-    # BMUF-2's dev CER is 50% behind one worker's: no verdict on the paper, the facts stated
-    regime = next(l for l in lines if l.startswith("- DNN, 2 workers: BMUF-2 dev CER"))
-    assert "(+50.0%): **not the paper's regime**" in regime
+    # BMUF-2's dev CER is 50% behind one worker's: the parity test fails, no verdict on the
+    # paper, the facts stated
+    regime = next(l for l in lines if l.startswith("- DNN, 2 workers, BMUF against one worker"))
+    assert ("**not shown within 3% of one worker** (the interval's upper end, +50.0%, is above "
+            "+3%) (dev CER 20.00 -> 30.00;") in regime and "**not the paper's regime**" in regime
+    ma = next(l for l in lines if l.startswith("- DNN, 2 workers, MA against one worker"))
+    assert "a parity test only (the paper's regime is BMUF's)" in ma
     ema_line = next(l for l in lines if "improves on the global BMUF" in l)
     assert "**BMUF+EMA is better here**, outside the paper's regime" in ema_line
     assert "-20.00 [-23" in ema_line and "one seed: utterances resampled" in ema_line
+    assert "at the family-wise 99.38% of 8 comparisons [-7" in ema_line
+    # the paper's -8.4% against an interval far below it
+    assert ema_line.endswith("the interval excludes the paper's -8.4%: the effect here is "
+                             "**larger than the paper's**.")
     # MA ran at one rate: no verdict on any claim that involves it
     for claim in ("improves on the global MA", "BMUF beats model averaging"):
         line = next(l for l in lines if claim in l)
@@ -371,17 +380,20 @@ def comparison_of(cers_a: dict[int, list[int]], cers_b: dict[int, list[int]], ch
     """A Comparison of two systems from per-seed lists of per-utterance errors."""
     import numpy as np
 
-    from emasr.report.intervals import SeedMatrix, difference
+    from emasr.report.intervals import SetCounts, System, difference
     from emasr.report.rows import Comparison
 
-    def matrix(errors):
+    def system(errors):
         utts = tuple(f"u{i:03d}" for i in range(len(next(iter(errors.values())))))
-        return SeedMatrix(tuple(errors), utts, np.array(list(errors.values())),
-                          np.full(len(utts), chars))
-    a, b = matrix(cers_a), matrix(cers_b)
-    points, relative = difference(a, b, 2000)
-    seeds_a, seeds_b = a.seed_cers(), b.seed_cers()
-    return Comparison("dnn", "single", "bmuf+ema", 8, a.cer, b.cer, points, relative,
+        return System(tuple(errors), None, SetCounts(
+            utts, utts, np.full(len(utts), chars), tuple(np.array([e]) for e in errors.values())))
+
+    def seed_cers(errors):
+        return {s: 100.0 * sum(e) / (chars * len(e)) for s, e in errors.items()}
+    points, relative = difference(system(cers_a), system(cers_b), 2000)
+    seeds_a, seeds_b = seed_cers(cers_a), seed_cers(cers_b)
+    return Comparison("dnn", "single", "bmuf+ema", 8, np.mean(list(seeds_a.values())),
+                      np.mean(list(seeds_b.values())), points, relative,
                       {s: seeds_b[s] - seeds_a[s] for s in seeds_a if s in seeds_b}, family=10,
                       seed_cers_a=seeds_a)
 
@@ -397,7 +409,8 @@ def test_a_claim_is_judged_by_the_interval_of_the_difference_in_the_papers_regim
     text = verdict(c, "better", in_regime=True)
     assert text.startswith("**agrees**: BMUF+EMA is better (")
     assert "utterances and 3 seeds resampled" in text and "3/3 seeds with BMUF+EMA better" in text
-    assert "holds at the family-wise 99.50% of 10" in text
+    assert "at the family-wise 99.50% of 10 comparisons" in text
+    assert "the ordering holds at the family-wise 99.50%" in text
     assert verdict(c, "better", in_regime=False).startswith(
         "**BMUF+EMA is better here**, outside the paper's regime, so not a verdict on it")
     # seeds that disagree: the interval includes zero, no ordering is claimed
@@ -419,20 +432,20 @@ def test_an_ordering_that_one_seed_contradicts_is_not_claimed_though_its_interva
 
     same = [1, 2, 3, 1, 2, 3, 1, 2, 3, 1] * 6
     better = [max(0, e - 1) for e in same]
-    # seeds 1-3 better on most utterances, seed 4 one error worse in all: the bootstrap draws
-    # seed 4 alone 1 time in 256, so its interval excludes zero, but a training run says otherwise
-    c = comparison_of({s: same for s in (1, 2, 3, 4)},
-                      {1: better, 2: better, 3: better, 4: [same[0] + 1] + same[1:]})
-    assert c.interval.high < 0 and c.signs() == "3/4"
+    seeds = range(1, 9)
+    # seeds 1-7 better on most utterances, seed 8 one error worse in all: the interval of the
+    # mean of 8 seeds excludes zero, but a training run says otherwise
+    c = comparison_of({s: same for s in seeds},
+                      {**{s: better for s in range(1, 8)}, 8: [same[0] + 1] + same[1:]})
+    assert c.interval.high < 0 and c.signs() == "7/8"
     assert not c.resolved and not c.resolved_family_wise and ordering(c, "better") == "unresolved"
     assert verdict(c, "better", True).startswith(
-        "**no verdict**: not resolved: the interval excludes zero, but only 3/4 seeds have "
+        "**no verdict**: not resolved: the interval excludes zero, but only 7/8 seeds have "
         "BMUF+EMA better")
-    # "matches within 3%": 3 seeds equal, the fourth 3.6% worse; the interval's upper end (three
-    # draws of seed 4: 2.7%) is inside the margin, the fourth seed is not
-    margin = comparison_of({s: [500] * 60 for s in (1, 2, 3, 4)},
-                           {1: [500] * 60, 2: [500] * 60, 3: [500] * 60, 4: [518] * 60},
-                           chars=1000)
+    # "matches within 3%": 7 seeds equal, the eighth 3.6% worse; the interval's upper end is
+    # inside the margin, the eighth seed is not
+    margin = comparison_of({s: [500] * 60 for s in seeds},
+                           {**{s: [500] * 60 for s in range(1, 8)}, 8: [518] * 60}, chars=1000)
     assert margin.relative.interval(0.95).high <= 3.0 and max(margin.seed_relative()) > 3.0
     assert ordering(margin, "no_worse") == "unresolved"
 
@@ -462,6 +475,110 @@ def test_the_setting_chosen_on_dev_is_the_one_applied_to_test(tmp_path):
     assert "chosen on dev, 2.1, has neighbours 1.9 and 3" in protocol
 
 
+def speaker_refs(speakers: int, per_speaker: int, seed: int) -> tuple[dict, dict]:
+    """Reference texts of `speakers` speakers (utterance ids prefixed by the speaker's) and
+    their utt2spk."""
+    texts = reference_texts(speakers * per_speaker, seed=seed)
+    refs = {f"S{i // per_speaker:04d}W{i:04d}": t for i, t in enumerate(texts.values())}
+    return refs, {u: u[:5] for u in refs}
+
+
+def write_two_weights(exp: str, refs: dict, utt2spk: dict, test_second: bool) -> None:
+    """Decodes at LM weights 10 and 11 that tie on dev (each better on half the speakers) and
+    differ on test (11 worse on 40% of the utterances); `test_second`: score test at 11 too."""
+    dev, test = refs["dev"], refs["test"]
+    half = {u: int(u[1:5]) % 2 for u in dev}
+    write_scored_settings(os.path.join(exp, "decode_dev"), dev, {
+        ("10", "0.5"): corrupt(dev, {u: 1 + half[u] for u in dev}),
+        ("11", "0.5"): corrupt(dev, {u: 2 - half[u] for u in dev})}, utt2spk=utt2spk["dev"])
+    worse = {u: 1 + (i % 5 < 2) for i, u in enumerate(sorted(test))}
+    by_setting = {("10", "0.5"): corrupt(test, uniform(test, 1))}
+    if test_second:
+        by_setting[("11", "0.5")] = corrupt(test, worse)
+    write_scored_settings(os.path.join(exp, "decode_test"), test, by_setting,
+                          utt2spk=utt2spk["test"])
+
+
+def test_the_report_chooses_the_lm_weight_again_on_every_dev_draw(tmp_path):
+    refs, utt2spk = {}, {}
+    for set_name, seed in (("dev", 12), ("test", 13)):
+        refs[set_name], utt2spk[set_name] = speaker_refs(10, 4, seed)
+    widths, texts = {}, {}
+    for test_second in (True, False):
+        exp = make_network_run(str(tmp_path / str(test_second)), "dnn", "single", 1, 1, False,
+                               refs, {})
+        write_two_weights(exp, refs, utt2spk, test_second)
+        out = tmp_path / str(test_second) / "R.md"
+        texts[test_second] = write_report(out, "--archs", "dnn", "--strategies", "single",
+                                          "--replications", "2000", exp)
+        cell = table_rows(texts[test_second], "Networks")[("DNN", "single")][8]
+        assert cell.startswith("10.00 [")     # test at dev's choice, 10 (ties go to the first)
+        low, high = map(float, re.findall(r"\[([\d.]+), ([\d.]+)\]", cell)[0])
+        widths[test_second] = high - low
+    # both weights scored on test: each dev draw of the 10 speakers chooses again, and test
+    # moves with it; one weight on test: the choice is held fixed
+    assert widths[True] > 2 * widths[False]
+    assert "scoring setting (LM weight, insertion penalty) chosen again on each replicate's dev" \
+        in texts[True]
+    assert "speakers resampled as clusters" in texts[True]
+    assert "held at the one dev chose" in texts[False]
+    # the counts keep every setting and each utterance's speaker: the rebuild is the same report
+    counts = tmp_path / "True" / "counts"
+    import gzip
+    with gzip.open(counts / "utterances.tsv.gz", "rt") as f:
+        lines = f.read().splitlines()
+    assert lines[0].split("\t") == ["system", "set", "model", "seed", "utt", "speaker", "chars",
+                                    "errors"]
+    first_test = next(l.split("\t") for l in lines if "\ttest\t" in l)
+    assert first_test[5] == "S0000" and first_test[7] == "1,2"
+    rebuilt = tmp_path / "True" / "REBUILT.md"
+    assert write_report(rebuilt, "--from-counts") == texts[True]
+
+
+def test_parity_is_a_non_inferiority_test_on_dev():
+    from emasr.report.counts import read_counts
+    from emasr.report.findings import parity_tests, regime_lines
+    from emasr.report.intervals import SetCounts, System
+    from emasr.nnet.metrics import TrainingMetrics
+    from emasr.report.rows import CerSummary, Row
+    from emasr.report.systems import NetworkRun
+
+    rng = np.random.default_rng(0)
+    utts = tuple(f"u{i:04d}" for i in range(2000))
+    chars = np.full(len(utts), 20)
+
+    base = [rng.binomial(chars, 0.1) for _ in range(3)]   # three seeds, 10% CER
+
+    def row(label: str, workers: int, extra: np.ndarray) -> Row:
+        errors = [(b + extra)[None, :] for b in base]
+        seeds = {s: 100.0 * e.sum() / chars.sum() for s, e in zip((1, 2, 3), errors)}
+        counts = SetCounts(utts, utts, chars, tuple(errors))
+        summary = CerSummary(float(np.mean(list(seeds.values()))), 0, 0, seeds=seeds)
+        run = NetworkRun(f"exp/{label}", "dnn", label, 1, 0.1, workers, [], False,
+                         TrainingMetrics(f"exp/{label}/metrics.jsonl"))
+        return Row("dnn", label, [run], workers, cer={"dev": summary},
+                   system=System((1, 2, 3), counts, None))
+
+    # BMUF-8 1% behind one worker on every seed (one more error on 2% of the utterances), with
+    # tight intervals: within 3% by the test
+    one_more = (np.arange(len(utts)) % 50 == 0).astype(int)
+    close = [row("single", 1, 0 * one_more), row("bmuf", 8, one_more)]
+    [test] = parity_tests(close, 2000)
+    assert test.passed and test.comparison.relative.interval().high <= 3.0
+    assert "**the paper's regime**" in regime_lines([test])[0]
+    # the committed 8-layer DNN verdict (three seeds): BMUF-8's point estimate is +0.2% on dev,
+    # but the interval reaches far past +3%: not shown, so not the paper's regime
+    committed = os.path.join(os.path.dirname(__file__), "..", "egs", "aishell_sim", "parity",
+                             "dnn8_16", "counts")
+    networks, _, options = read_counts(committed)
+    from emasr.report.rows import build_rows
+    rows = build_rows(networks, ["dnn"], ["single", "bmuf"], 2000)
+    [bmuf] = [p for p in parity_tests(rows, 2000) if p.label == "bmuf"]
+    interval = bmuf.comparison.relative.interval()
+    assert abs(bmuf.comparison.relative.estimate) < 1.0 and interval.high > 3.0
+    assert not bmuf.passed and "**not the paper's regime**" in regime_lines([bmuf])[0]
+
+
 def test_averaged_model_rows_and_worker_counts(tmp_path):
     refs = {"dev": reference_texts(10, seed=8), "test": reference_texts(10, seed=9)}
     dirs = []
@@ -484,7 +601,7 @@ def test_averaged_model_rows_and_worker_counts(tmp_path):
     # 30%: -25.0%), on every resample (every utterance has the same errors)
     assert ("DNN, 8 workers: the EMA's relative gain for BMUF minus its gain for one worker = "
             "+41.7 [+41.7, +41.7] points (95%, one seed: utterances resampled, not training runs; "
-            "0/1 seeds with the larger gain in parallel training; 9 comparisons in this report): "
+            "0/1 seeds with the larger gain in parallel training; 11 comparisons in this report): "
             "**larger for one worker**: the EMA's gain is not specific to parallel training" in text)
     assert (tmp_path / "plots" / "cer_vs_workers.png").read_bytes()[:8] == PNG_MAGIC
     # one worker alone (its EMA compared in the table): none of the paper's claims is checkable
@@ -534,8 +651,17 @@ def test_the_counts_files_name_their_errors(tmp_path):
     write_counts(str(tmp_path / "counts"), [], [], {"title": "t", "notes": []})
     assert read_counts(str(tmp_path / "counts"))[2] == {"title": "t", "notes": []}
     with gzip.open(tmp_path / "counts" / "utterances.tsv.gz", "wt") as f:
-        f.write("system\tset\tmodel\tseed\tutt\terrors\tchars\nexp/a\tdev\tfinal\t1\tu1\tx\t3\n")
-    with pytest.raises(ScoringError, match=r"utterances.tsv.gz:2: expected 7 tab-separated"):
+        f.write("system\tset\tmodel\tseed\tutt\tspeaker\tchars\terrors\n"
+                "exp/a\tdev\tfinal\t1\tu1\ts1\t3\t1,x\n")
+    with pytest.raises(ScoringError, match=r"utterances.tsv.gz:2: expected 8 tab-separated"):
+        read_counts(str(tmp_path / "counts"))
+    # a truncated gzip file names itself (it gave "Aborted!" once)
+    whole = (tmp_path / "counts" / "utterances.tsv.gz").read_bytes()
+    (tmp_path / "counts" / "utterances.tsv.gz").write_bytes(whole[:len(whole) // 2])
+    with pytest.raises(ScoringError, match=r"utterances.tsv.gz: not a whole gzip file"):
+        read_counts(str(tmp_path / "counts"))
+    (tmp_path / "counts" / "systems.json").write_text('{"version": 2,')
+    with pytest.raises(ScoringError, match=r"systems.json:1: not JSON"):
         read_counts(str(tmp_path / "counts"))
     with pytest.raises(ScoringError, match=r"expected file .*missing/systems.json to exist"):
         read_counts(str(tmp_path / "missing"))

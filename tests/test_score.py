@@ -80,3 +80,11 @@ def test_compare_cer_bootstrap(tmp_path):
     lines = out.output.splitlines()
     assert lines[0].startswith(f"A {tmp_path / 'a.txt'}: CER 14.") and "95% interval" in lines[0]
     assert lines[2].startswith("P(B improves on A) = 1.0000 (40 utterances")
+
+
+def test_a_pseudo_speaker_is_scored_as_its_real_speaker():
+    from emasr.score.cli import real_speaker
+
+    # utils/data/modify_speaker_info.sh's pseudo-speakers (per-utterance CMVN) and real ids
+    assert real_speaker("S0764-00003") == "S0764"
+    assert real_speaker("S0764") == "S0764" and real_speaker("spk-1") == "spk-1"

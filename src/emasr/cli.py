@@ -99,6 +99,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "nnet-forward": ("emasr.nnet.forward:nnet_forward_cli", "Network log-likelihoods for decoding."),
     # -- report --
     "report": ("emasr.report.cli:report_cli", "RESULTS.md with the paper's table, intervals and plots from exp dirs."),
+    "power": ("emasr.report.power:power_cli", "Seeds a verdict needs, planned from a report's committed counts."),
 }
 
 

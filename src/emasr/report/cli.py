@@ -37,7 +37,7 @@ def make_report(exp_dirs: list[str], out: str, plot_dir: str, options: dict,
     """Read the exp dirs, write the counts dir, the plots and the report; `from_counts`: read the
     counts dir alone, its stored options under the ones given (`options`' None values)."""
     from emasr.report.counts import read_counts, write_counts
-    from emasr.report.findings import specificity_tests
+    from emasr.report.findings import parity_tests, specificity_tests
     from emasr.report.markdown import render
     from emasr.report.plots import write_plots
     from emasr.report.rows import build_rows, comparisons, gmm_summary, ladder_comparisons
@@ -53,17 +53,19 @@ def make_report(exp_dirs: list[str], out: str, plot_dir: str, options: dict,
         write_counts(counts_dir, networks, gmms, options)
     replications = options["replications"]
     rows = build_rows(networks, options["archs"], options["labels"], replications)
-    gmm_rows = [(g.name, gmm_summary(g, replications)) for g in gmms]
+    gmm_rows = [gmm_summary(g, replications) for g in gmms]
     ladder = ladder_comparisons(gmm_rows, replications)
     compared = comparisons(rows, replications)
+    parities = parity_tests(rows, replications)
     specificity = specificity_tests(rows, replications)
-    family = len(compared) + len(specificity) + sum(c is not None for c in ladder)
-    for c in compared:
+    tested = [p.comparison for p in parities if p.comparison is not None]
+    family = len(compared) + len(tested) + len(specificity) + sum(c is not None for c in ladder)
+    for c in compared + tested:
         c.family = family
     plots = write_plots(networks, options["archs"], plot_dir, bench, rows)
     out_dir = os.path.dirname(os.path.abspath(out))
     text = render(options["title"], options["notes"], rows, gmm_rows, ladder, compared,
-                  specificity, family, plots, [g.exp_dir for g in gmms], out_dir)
+                  parities, specificity, family, plots, [g.exp_dir for g in gmms], out_dir)
     with atomic_write(out) as f:
         f.write(text)
     return text
@@ -73,7 +75,7 @@ def print_selected(exp_dirs: list[str], archs: list[str], labels: list[str]) -> 
     """The runs a table row would use (learning rate tuned on dev frame accuracy), one a line."""
     from emasr.report.systems import read_exp_dirs, select_runs, worker_counts
 
-    networks, _ = read_exp_dirs(exp_dirs)
+    networks, _ = read_exp_dirs(exp_dirs, sweeps=False)
     chosen = dict.fromkeys(r.exp_dir for arch in archs for label in labels
                            for workers in worker_counts(networks, arch, label)
                            for r in select_runs(networks, arch, label, workers))
@@ -124,18 +126,25 @@ def report_cli(out, plot_dir, archs, strategies, notes, bench, replications, tit
     averaged model's row uses its sync rule's run. Each model's LM weight and insertion penalty
     are chosen on dev and its test CER is read at that setting (Kaldi's best-on-test beside it,
     for reference); failed utterances count as deletions. Columns: dev frame accuracy, dev and
-    test CER with 95% intervals that count seeds (a two-level bootstrap: utterances as clusters,
-    then seeds), each seed's test CER, the dev-chosen setting, relative
-    change against BMUF and against single, training wall time, syncs and bytes all-reduced per
-    worker. Below: each run's regime (regime.json), whether BMUF-N is within 3% of one worker on
-    dev (the paper's regime), each of the paper's claims judged by the interval of the difference
-    (and whether the EMA's gain is specific to parallel training), the GMM baselines, every
-    comparison with its interval, per-seed signs and t-interval, resolved at 95% and at the
-    family-wise level of all the report's comparisons, and PNG plots (dev frame accuracy per
-    epoch, loss curves, CER against workers, speed-up against workers when measured).
+    test CER with 95% bootstrap intervals (speakers resampled as clusters, from the scoring's
+    utt2spk; each seed's EMA half-life, LM weight and penalty chosen again on every replicate's
+    dev and test read at that choice; seeds by Student's t), each seed's test CER, the
+    dev-chosen setting, relative change against BMUF and against single, training wall time,
+    syncs and bytes all-reduced per worker. Below: each run's regime (regime.json); the parity
+    test of every parallel row against one worker on dev (non-inferiority: the upper end of the
+    95% interval of the relative dev-CER gap at most +3%), BMUF-N's deciding whether the
+    paper's regime holds; each of the paper's claims judged by the interval of the difference,
+    with its family-wise interval and where the paper's own figure falls (and whether the EMA's
+    gain is specific to parallel training); rows that trained different frames (more than 0.5%
+    apart) are named; the GMM baselines; every comparison with its interval, per-seed signs and
+    t-interval, resolved at 95% and at the family-wise level of all the report's comparisons;
+    and PNG plots (dev frame accuracy per epoch, loss curves, CER against workers, speed-up
+    against workers when measured).
 
-    The per-utterance counts and the systems' records go to --counts-dir (counts/ beside the
-    report): commit them with it; `--from-counts` rebuilds the report from them alone.
+    The per-utterance counts (at every scoring setting, with each utterance's speaker) and the
+    systems' records go to --counts-dir (counts/ beside the report): commit them with it;
+    `--from-counts` rebuilds the report from them alone (counts of version 1, one setting per
+    model and no speakers, too: their intervals hold the setting fixed).
     """
     from emasr.nnet.metrics import MetricsError
     from emasr.report.scoring import ScoringError

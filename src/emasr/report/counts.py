@@ -4,10 +4,16 @@ report --from-counts DIR` rebuilds every table (and the plots) without the exp d
 - `systems.json`: the report's own options (title, notes, rows, replications), then every run
   and GMM system it read: its settings, regime, per-epoch metrics (and the thinned block records
   of the loss curve), and each decode's scored result at the dev-chosen setting (LM weight,
-  penalty, the %WER line's counts, failed utterances, the weights swept);
-- `utterances.tsv.gz`: one line per (system, set, model, utterance) at that setting:
-  `system set model seed utt errors chars` (character errors of the best path and reference
-  characters), tab-separated, a header line first. Kaldi's best-on-test result keeps its CER only.
+  penalty, the %WER line's counts, failed utterances, the weights swept) with the scoring
+  settings its per-utterance counts are given at (`settings`, "LMWT_WIP");
+- `utterances.tsv.gz`: one line per (system, set, model, utterance):
+  `system set model seed utt speaker chars errors`, tab-separated, a header line first: the
+  utterance's speaker (empty where the scoring recorded none), its reference characters and its
+  character errors at each of the decode's `settings`, comma-separated (what the bootstrap
+  chooses among on dev and reads test at). Kaldi's best-on-test result keeps its CER only.
+
+Counts of version 1 (`system set model seed utt errors chars`: one setting, no speaker) are still
+read: their intervals hold each model's setting fixed and resample utterances.
 
 Paths are stored relative to the report's directory (the parent of the counts directory), so a
 rebuilt report beside the committed one names the same runs. gzip's header carries no time, so
@@ -20,31 +26,39 @@ import gzip
 import io
 import json
 import os
+import zlib
 from collections import defaultdict
+
+import numpy as np
 
 from emasr.io.atomic import atomic_write
 from emasr.nnet.metrics import TrainingMetrics
-from emasr.report.scoring import ScoredDecode, ScoringError
+from emasr.report.scoring import ScoredDecode, ScoringError, Sweep
 from emasr.report.systems import GmmSystem, NetworkRun, TunedDecodes
 
 SYSTEMS = "systems.json"
 UTTERANCES = "utterances.tsv.gz"
-COLUMNS = ("system", "set", "model", "seed", "utt", "errors", "chars")
-VERSION = 1
+COLUMNS = ("system", "set", "model", "seed", "utt", "speaker", "chars", "errors")
+COLUMNS_V1 = ("system", "set", "model", "seed", "utt", "errors", "chars")
+VERSION = 2
 UTTERANCE_SETS = ("dev", "test")   # test_best keeps its CER only
 
 
-def decode_record(decode: ScoredDecode | None, base: str) -> dict | None:
+def decode_record(decode: ScoredDecode | None, base: str, with_counts: bool) -> dict | None:
     if decode is None:
         return None
-    record = dataclasses.asdict(decode)
+    record = dataclasses.asdict(dataclasses.replace(decode, sweep=None))
     record.pop("utterances")
+    record.pop("sweep")
     record["path"] = os.path.relpath(decode.path, base)
+    sweep = decode.own_sweep() if with_counts else None
+    record["settings"] = list(sweep.settings) if sweep is not None else None
     return record
 
 
 def tuned_record(tuned: TunedDecodes, base: str) -> dict:
-    return {s: decode_record(tuned.get(s), base) for s in ("dev", "test", "test_best")}
+    return {s: decode_record(tuned.get(s), base, s in UTTERANCE_SETS)
+            for s in ("dev", "test", "test_best")}
 
 
 def network_record(run: NetworkRun, base: str) -> dict:
@@ -61,10 +75,13 @@ def utterance_lines(system: str, seed: int, tuned: dict[str, TunedDecodes]) -> l
     for model, decodes in tuned.items():
         for set_name in UTTERANCE_SETS:
             decode = decodes.get(set_name)
-            if decode is None:
+            sweep = decode.own_sweep() if decode is not None else None
+            if sweep is None:
                 continue
-            lines += [f"{system}\t{set_name}\t{model}\t{seed}\t{utt}\t{errors}\t{chars}\n"
-                      for utt, (errors, chars) in sorted(decode.utterances.items())]
+            lines += [f"{system}\t{set_name}\t{model}\t{seed}\t{utt}\t{speaker}\t{chars}\t"
+                      f"{','.join(map(str, errors))}\n"
+                      for utt, speaker, chars, errors in zip(sweep.utts, sweep.speakers,
+                                                             sweep.chars, sweep.errors.T)]
     return lines
 
 
@@ -93,50 +110,109 @@ def write_counts(directory: str, networks: list[NetworkRun], gmms: list[GmmSyste
         f.write(buffer.getvalue())
 
 
-def read_utterances(path: str) -> dict[tuple[str, str, str], dict[str, tuple[int, int]]]:
-    """(system, set, model) -> utt -> (errors, chars)."""
-    out: dict[tuple[str, str, str], dict[str, tuple[int, int]]] = defaultdict(dict)
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        header = f.readline().rstrip("\n").split("\t")
-        if tuple(header) != COLUMNS:
-            raise ScoringError(f"{path}:1: expected the header {' '.join(COLUMNS)}, got "
-                               f"{' '.join(header)}")
-        for number, line in enumerate(f, 2):
-            parts = line.rstrip("\n").split("\t")
-            try:
-                system, set_name, model, _, utt, errors, chars = parts
-                out[(system, set_name, model)][utt] = (int(errors), int(chars))
-            except ValueError:
-                raise ScoringError(f"{path}:{number}: expected {len(COLUMNS)} tab-separated "
-                                   f"fields ({' '.join(COLUMNS)}), got {line.strip()!r}") from None
+# (system, set, model) -> [(utt, speaker, chars, errors per setting)]
+UtteranceCounts = dict[tuple[str, str, str], list[tuple[str, str, int, list[int]]]]
+
+
+def read_utterances(path: str, version: int) -> UtteranceCounts:
+    out: UtteranceCounts = defaultdict(list)
+    columns = COLUMNS if version >= 2 else COLUMNS_V1
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            header = f.readline().rstrip("\n").split("\t")
+            if tuple(header) != columns:
+                raise ScoringError(f"{path}:1: expected the header {' '.join(columns)}, got "
+                                   f"{' '.join(header)}")
+            for number, line in enumerate(f, 2):
+                key, counts = parse_line(line, version, f"{path}:{number}")
+                out[key].append(counts)
+    except (OSError, EOFError, zlib.error) as err:
+        raise ScoringError(f"{path}: not a whole gzip file ({err}); expected the counts `emasr "
+                           "report` wrote (a truncated copy?)") from None
     return out
 
 
-def read_decode(record: dict | None, base: str,
-                utterances: dict[str, tuple[int, int]]) -> ScoredDecode | None:
+def parse_line(line: str, version: int, where: str):
+    parts = line.rstrip("\n").split("\t")
+    columns = COLUMNS if version >= 2 else COLUMNS_V1
+    try:
+        if version >= 2:
+            system, set_name, model, _, utt, speaker, chars, errors = parts
+            values = [int(e) for e in errors.split(",")]
+        else:
+            system, set_name, model, _, utt, errors, chars = parts
+            speaker, values = "", [int(errors)]
+        return (system, set_name, model), (utt, speaker, int(chars), values)
+    except ValueError:
+        raise ScoringError(f"{where}: expected {len(columns)} tab-separated fields "
+                           f"({' '.join(columns)}), got {line.strip()!r}") from None
+
+
+def read_sweep(record: dict, lines: list[tuple[str, str, int, list[int]]], where: str
+               ) -> Sweep | None:
+    """A decode's committed counts at its settings (version 1: the record's one setting)."""
+    if not lines:
+        return None
+    settings = record.get("settings") or [f"{record['lmwt']}_{record['wip']}"]
+    bad = next((u for u, _, _, errors in lines if len(errors) != len(settings)), None)
+    if bad is not None:
+        raise ScoringError(f"{where}: utterance {bad}: expected errors at the {len(settings)} "
+                           f"settings of systems.json ({', '.join(settings)})")
+    lines = sorted(lines)
+    return Sweep(tuple(settings), tuple(u for u, *_ in lines), tuple(s for _, s, _, _ in lines),
+                 np.array([n for _, _, n, _ in lines], dtype=np.int64),
+                 np.array([e for *_, e in lines], dtype=np.int64).T.reshape(len(settings), -1))
+
+
+def read_decode(record: dict | None, base: str, lines, where: str) -> ScoredDecode | None:
+    """A decode's scored result with its committed counts, checked against its %WER counts."""
     if record is None:
         return None
-    return ScoredDecode(**{**record, "path": os.path.normpath(os.path.join(base, record["path"])),
-                           "utterances": utterances})
+    fields = {k: v for k, v in record.items() if k != "settings"}
+    decode = ScoredDecode(**{**fields, "path": os.path.normpath(os.path.join(base, fields["path"]))})
+    decode.sweep = read_sweep(record, lines, where)
+    if decode.sweep is not None and decode.setting in decode.sweep.settings:
+        decode.utterances = decode.sweep.at(decode.setting)
+    if decode.has_utterances:
+        errors = sum(e for e, _ in decode.utterances.values())
+        chars = sum(n for _, n in decode.utterances.values())
+        if (errors, chars) != (decode.errors, decode.total):
+            raise ScoringError(
+                f"{where}: the counts of {len(decode.utterances)} utterances add up to {errors} "
+                f"errors in {chars} characters at LM weight {decode.lmwt}, penalty {decode.wip}, "
+                f"but systems.json records {decode.errors} in {decode.total}; expected every "
+                "utterance of the decode (a truncated or edited counts file?)")
+    return decode
 
 
-def read_tuned(record: dict, base: str, system: str, model: str, utterances) -> TunedDecodes:
-    return TunedDecodes(*(read_decode(record[s], base, utterances.get((system, s, model), {}))
+def read_tuned(record: dict, base: str, system: str, model: str, counts: UtteranceCounts,
+               path: str) -> TunedDecodes:
+    return TunedDecodes(*(read_decode(record[s], base, counts.get((system, s, model), []),
+                                      f"{path}: {system} {s} {model}")
                           for s in ("dev", "test", "test_best")))
+
+
+def read_systems(path: str) -> dict:
+    if not os.path.isfile(path):
+        raise ScoringError(f"expected file {path} to exist (written by `emasr report` beside "
+                           "its RESULTS.md)")
+    with open(path, encoding="utf-8") as f:
+        try:
+            systems = json.load(f)
+        except json.JSONDecodeError as err:
+            raise ScoringError(f"{path}:{err.lineno}: not JSON ({err.msg}); expected the "
+                               "systems `emasr report` wrote") from None
+    if systems.get("version") not in (1, VERSION):
+        raise ScoringError(f"{path}: version {systems.get('version')!r}, expected 1 or {VERSION}")
+    return systems
 
 
 def read_counts(directory: str) -> tuple[list[NetworkRun], list[GmmSystem], dict]:
     """The networks and GMM systems a report was made of, and its options, from its counts
     directory."""
-    path = os.path.join(directory, SYSTEMS)
-    if not os.path.isfile(path):
-        raise ScoringError(f"expected file {path} to exist (written by `emasr report` beside "
-                           "its RESULTS.md)")
-    with open(path, encoding="utf-8") as f:
-        systems = json.load(f)
-    if systems.get("version") != VERSION:
-        raise ScoringError(f"{path}: version {systems.get('version')!r}, expected {VERSION}")
-    utterances = read_utterances(os.path.join(directory, UTTERANCES))
+    systems = read_systems(os.path.join(directory, SYSTEMS))
+    path = os.path.join(directory, UTTERANCES)
+    counts = read_utterances(path, systems["version"])
     base = os.path.dirname(os.path.abspath(directory))
     networks = []
     for record in systems["networks"]:
@@ -146,9 +222,9 @@ def read_counts(directory: str) -> tuple[list[NetworkRun], list[GmmSystem], dict
         metrics = TrainingMetrics(os.path.join(fields["exp_dir"], "metrics.jsonl"),
                                   record["metrics"]["epochs"], record["metrics"]["blocks"])
         networks.append(NetworkRun(**fields, metrics=metrics, tuned={
-            model: read_tuned(t, base, name, model, utterances)
+            model: read_tuned(t, base, name, model, counts, path)
             for model, t in record["tuned"].items()}))
     gmms = [GmmSystem(os.path.normpath(os.path.join(base, g["exp_dir"])), g["name"],
-                      read_tuned(g["tuned"], base, g["exp_dir"], "final", utterances))
+                      read_tuned(g["tuned"], base, g["exp_dir"], "final", counts, path))
             for g in systems["gmms"]]
     return networks, gmms, systems["report"]

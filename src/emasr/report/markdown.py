@@ -7,7 +7,7 @@ from collections import Counter
 
 from emasr.report.findings import findings, grid_warnings, name
 from emasr.report.intervals import LEVEL, Contrast
-from emasr.report.rows import CerSummary, Comparison, Row, find_row, relative_change
+from emasr.report.rows import CerSummary, Comparison, GmmRow, Row, find_row, relative_change
 
 NOT_RUN = "not run"
 
@@ -93,19 +93,42 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
             + ["| " + " | ".join(r) + " |" for r in rows])
 
 
-def network_section(rows: list[Row]) -> list[str]:
+def resampling_text(systems: list) -> str:
+    """How the intervals were made, from what the counts allowed (emasr.report.intervals)."""
+    speakers = any(len(set(s.test.clusters)) < len(s.test.utts) for s in systems if s.test)
+    units = ("speakers resampled as clusters (every utterance of a drawn speaker, decoded by "
+             "every seed of every system, comes with it; dev and test drawn apart)" if speakers
+             else "utterances resampled as clusters (every seed's decode of an utterance together;"
+                  " the scoring recorded no speakers)")
+    rechosen = [s.rechooses for s in systems]
+    if rechosen and all(rechosen):
+        choice = ("each seed's model (the EMA's half-life) and scoring setting (LM weight, "
+                  "insertion penalty) chosen again on each replicate's dev, and test read at "
+                  "that choice")
+    elif any(rechosen):
+        choice = ("the model and scoring setting chosen again on each replicate's dev where the "
+                  "counts hold every setting, held at the one dev chose elsewhere")
+    else:
+        choice = ("each model's scoring setting held at the one dev chose (the counts hold no "
+                  "other setting, so the interval leaves out the noise of that choice)")
+    return (f"{units}; {choice}; seeds by Student's t (each replicate adds t with S - 1 degrees "
+            f"of freedom times the spread of the per-seed values over sqrt(S); with one seed the "
+            f"interval covers the speakers only, not another training run)")
+
+
+def network_section(rows: list[Row], resampling: str) -> list[str]:
     return ["## Networks", "",
             "CER in percent: all errors over all reference characters of the row's seeds (the "
-            "mean of the per-seed CERs, listed beside it), with its 95% interval from a two-level "
-            "bootstrap: utterances resampled as clusters (every seed's decode of an utterance "
-            "together), then seeds (emasr.report.intervals); with one seed the interval covers "
-            "the utterances only, not another training run. Each model's LM weight and insertion "
+            "mean of the per-seed CERs, listed beside it), with its 95% bootstrap interval "
+            f"(emasr.report.intervals): {resampling}. Each model's LM weight and insertion "
             "penalty are chosen on dev (its best dev CER) and the test CER is read at that "
             "setting; Kaldi's best-on-test CER is given beside it for reference only. Utterances "
             "without a hypothesis (failed decodes) count as all deletions. Where a row's runs "
             "searched settings on dev (\"searched on dev\"), each seed's run with the best dev "
             "frame accuracy of the global model stands for it and for its +EMA, +avg and +lastk "
-            "rows. Relative changes are of the test CER, against BMUF at "
+            "rows (the grid point and the epoch are chosen on the whole dev set's frame accuracy,"
+            " not again inside the resampling: only the chosen run's models are decoded). "
+            "Relative changes are of the test CER, against BMUF at "
             "the same worker count and against the single worker. Train time, syncs and bytes "
             "all-reduced per worker are per run (mean over seeds); a +EMA, +avg (cumulative "
             "average) or +lastk (last-k epochs average) row decodes an averaged model of the "
@@ -232,8 +255,7 @@ def grid_section(rows: list[Row]) -> list[str]:
                          "dev CER (%)", ""], body) + [""]
 
 
-def gmm_section(gmms: list[tuple[str, dict[str, CerSummary]]],
-                ladder: list[Contrast | None]) -> list[str]:
+def gmm_section(gmms: list[GmmRow], ladder: list[Contrast | None]) -> list[str]:
     """The GMM systems in ladder order; `ladder[i]`: system i's test CER minus system i - 1's on
     the same utterances."""
     lines = ["## GMM-HMM baselines", ""]
@@ -252,7 +274,7 @@ def gmm_section(gmms: list[tuple[str, dict[str, CerSummary]]],
              step(contrast),
              fmt(cer["test_best"].cer if "test_best" in cer else None, ".2f"),
              "/".join(str(cer[s].failed) if s in cer else "-" for s in ("dev", "test"))]
-            for (system, cer), contrast in zip(gmms, ladder)]
+            for (system, cer), contrast in zip(((g.name, g.cer) for g in gmms), ladder)]
     return lines + table(["system", "dev CER (%) [95% CI]", "test CER (%) [95% CI]",
                           "LM weight, penalty (dev)",
                           "test CER minus the system above's (points) [95% CI]",
@@ -273,12 +295,14 @@ def comparison_section(comparisons: list[Comparison], family: int) -> list[str]:
     level = 1.0 - (1.0 - LEVEL) / max(1, family)
     lines = ["## Same test utterances", "",
              f"B - A in test CER points and in percent of A, with 95% intervals from the same "
-             f"two-level bootstrap (utterances as clusters, then seeds; rows run with the same "
-             f"seeds draw the same seeds); \"seeds B better\" counts the seeds whose B run has the "
-             f"lower CER than their A run, and the t-interval is Student's over the per-seed "
+             f"bootstrap, both rows on the same draws (rows run with the same seeds are paired "
+             f"by seed: the seed level's spread is the one of the per-seed differences); \"seeds "
+             f"B better\" counts the seeds whose B run has the lower CER than their A run, and "
+             f"the t-interval is Student's over the per-seed "
              f"differences (two seeds or more). An ordering is resolved when the interval "
              f"excludes zero and every seed's own difference has its sign. This report makes "
-             f"{family} comparisons (this table, the EMA's specificity and the GMM ladder): at "
+             f"{family} comparisons (this table, the parity tests on dev, the EMA's specificity "
+             f"and the GMM ladder): at "
              f"95% each, about {0.05 * family:.1f} of them would exclude zero by chance with no "
              f"difference at all, so the last column asks the same at the family-wise "
              f"(Bonferroni) level {level:.2%}.", ""]
@@ -320,19 +344,21 @@ def run_section(rows: list[Row], gmm_dirs: list[str], out_dir: str) -> list[str]
 
 
 def render(title: str, notes: list[str], rows: list[Row],
-           gmms: list[tuple[str, dict[str, CerSummary]]], ladder: list[Contrast | None],
-           comparisons: list[Comparison], specificity: list, family: int,
+           gmms: list[GmmRow], ladder: list[Contrast | None],
+           comparisons: list[Comparison], parities: list, specificity: list, family: int,
            plots: dict[str, str], gmm_dirs: list[str], out_dir: str) -> str:
     lines = [f"# {title}", ""]
     if notes:
         lines += [f"- {n}" for n in notes] + [""]
-    lines += network_section(rows) + [""] + grid_section(rows) + sweep_section(rows)
+    systems = [r.system for r in rows if r.system] + [g.system for g in gmms if g.system]
+    lines += network_section(rows, resampling_text(systems)) + [""] + grid_section(rows)
+    lines += sweep_section(rows)
     lines += regime_section(rows) + [""]
     warnings = grid_warnings(rows)
     if warnings:
         lines += ["## Scoring protocol", ""] + warnings + [""]
     lines += ["## What agrees and what disagrees with the paper", ""]
-    lines += findings(rows, comparisons, specificity, family)
+    lines += findings(rows, comparisons, parities, specificity, family)
     lines += [""] + gmm_section(gmms, ladder) + [""] + comparison_section(comparisons, family)
     lines += [""] + plot_section(plots, out_dir) + [""] + run_section(rows, gmm_dirs, out_dir)
     return "\n".join(lines).rstrip() + "\n"

@@ -1,10 +1,12 @@
-"""The numbers of each table row, and the comparisons between rows, with intervals that count seeds.
+"""The numbers of each table row, and the comparisons between rows, with intervals that count
+speakers, seeds and the choices made on dev.
 
 A row is (arch, label, workers): the same strategy at several worker counts gives several rows.
 Its runs are one per seed (each the best of its grid on dev). Its CER on a set is all errors over
 all reference characters of its seeds' decodes (the mean of the per-seed CERs, which the table
-also shows), with the two-level bootstrap interval of emasr.report.intervals: utterances resampled
-as clusters, seeds as a second level. A comparison of two rows is the interval of their
+also shows), with the bootstrap interval of emasr.report.intervals: speakers resampled as
+clusters, the model and scoring setting chosen again on each replicate's dev (the candidates of
+emasr.report.candidates), seeds by Student's t. A comparison of two rows is the interval of their
 difference on the same utterances (seeds paired where both rows ran the same seeds), beside the
 per-seed differences, their signs and their t-interval. Test CERs are at the setting chosen on dev
 (`test`); Kaldi's best-on-test (`test_best`) is kept as a secondary number, without an interval.
@@ -18,11 +20,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from emasr.nnet.averages import WARM, warm_twin
-from emasr.report.intervals import (LEVEL, Contrast, Interval, SeedMatrix, cer_interval,
+from emasr.report.candidates import tuned_system
+from emasr.report.intervals import (LEVEL, SETS, Contrast, Interval, System, bootstrap,
                                     difference, t_interval)
 from emasr.report.scoring import ScoredDecode
-from emasr.report.systems import (GmmSystem, NetworkRun, candidate_runs, grid, parse_label,
-                                  select_runs, worker_counts)
+from emasr.report.systems import (GmmSystem, NetworkRun, TunedDecodes, candidate_runs, grid,
+                                  parse_label, select_runs, worker_counts)
 
 SUMMARIES = ("dev", "test", "test_best")
 WITH_INTERVALS = ("dev", "test")
@@ -34,8 +37,7 @@ class CerSummary:
     errors: int
     total: int
     seeds: dict[int, float] = field(default_factory=dict)   # seed -> its CER
-    matrix: SeedMatrix | None = None    # per-utterance counts (None: some seed has none)
-    interval: Interval | None = None
+    interval: Interval | None = None    # None: some seed has no per-utterance counts
     failed: int = 0                     # utterances without a hypothesis (counted as deletions)
     settings: list[tuple[str, str]] = field(default_factory=list)   # (LM weight, penalty) per seed
     grids: list[list[str]] = field(default_factory=list)            # the LM weights swept
@@ -49,6 +51,7 @@ class Row:
     workers_key: int | None = None      # the worker count of the row (None: not run)
     cer: dict[str, CerSummary] = field(default_factory=dict)   # dev | test | test_best -> summary
     candidates: list[NetworkRun] = field(default_factory=list)  # every run the row chose among
+    system: System | None = None        # what the bootstrap resamples (None: no per-utt counts)
 
     @property
     def model(self) -> str:
@@ -100,31 +103,39 @@ class Row:
         return next((r.regime for r in self.runs if r.regime), None)
 
 
-def seed_matrix(decodes: list[tuple[int, ScoredDecode]]) -> SeedMatrix | None:
-    """The per-utterance counts of a row's seeds on the utterances every seed decoded."""
-    if not decodes or not all(d.has_utterances for _, d in decodes):
-        return None
-    utts = sorted(set.intersection(*(set(d.utterances) for _, d in decodes)))
-    if not utts:
-        return None
-    errors = np.array([[d.utterances[u][0] for u in utts] for _, d in decodes], dtype=np.int64)
-    chars = np.array([decodes[0][1].utterances[u][1] for u in utts], dtype=np.int64)
-    return SeedMatrix(tuple(seed for seed, _ in decodes), tuple(utts), errors, chars)
-
-
-def summarize(decodes: list[tuple[int, ScoredDecode]], replications: int,
-              with_interval: bool = True) -> CerSummary | None:
+def summarize(decodes: list[tuple[int, ScoredDecode]]) -> CerSummary | None:
     if not decodes:
         return None
     errors = sum(d.errors for _, d in decodes)
     total = sum(d.total for _, d in decodes)
-    matrix = seed_matrix(decodes) if with_interval else None
     return CerSummary(100.0 * errors / total if total else math.nan, errors, total,
-                      seeds={seed: d.cer for seed, d in decodes}, matrix=matrix,
-                      interval=cer_interval(matrix, replications) if matrix else None,
+                      seeds={seed: d.cer for seed, d in decodes},
                       failed=sum(d.failed for _, d in decodes),
                       settings=[(d.lmwt, d.wip) for _, d in decodes],
                       grids=[d.lmwts for _, d in decodes])
+
+
+def family_candidates(run: NetworkRun, model: str) -> list[TunedDecodes]:
+    """The decodes dev chooses a family's model among on one run: the chosen one first, then the
+    others the run kept (the EMA per half-life); none where the chosen one was not decoded."""
+    chosen = run.chosen(model)
+    if chosen not in run.tuned:
+        return []
+    return [run.tuned[m] for m in dict.fromkeys([chosen, *run.variants(model)]) if m in run.tuned]
+
+
+def add_intervals(summaries: dict[str, CerSummary], system: System | None,
+                  replications: int) -> None:
+    """Each set's interval from one bootstrap of the system (dev at its own choice, test at the
+    choice dev made in the same replicate)."""
+    if system is None:
+        return
+    replicates = bootstrap([system], replications)
+    for set_name in SETS:
+        if set_name in summaries and set_name in replicates.cers:
+            interval = replicates.contrast(lambda c: c[..., 0], set_name).interval(LEVEL)
+            # the seed level's t can reach below 0 with few seeds; a CER cannot
+            summaries[set_name].interval = replace(interval, low=max(0.0, interval.low))
 
 
 def build_row(networks: list[NetworkRun], arch: str, label: str, workers: int | None,
@@ -135,9 +146,12 @@ def build_row(networks: list[NetworkRun], arch: str, label: str, workers: int | 
     for set_name in SUMMARIES:
         decodes = [(r.seed, r.decode(set_name, row.model)) for r in row.runs
                    if r.decode(set_name, row.model) is not None]
-        summary = summarize(decodes, replications, set_name in WITH_INTERVALS)
+        summary = summarize(decodes)
         if summary is not None:
             row.cer[set_name] = summary
+    if row.runs:
+        row.system = tuned_system([(r.seed, family_candidates(r, row.model)) for r in row.runs])
+    add_intervals(row.cer, row.system, replications)
     return row
 
 
@@ -148,13 +162,22 @@ def build_rows(networks: list[NetworkRun], archs: list[str], labels: list[str],
             for label in labels for workers in worker_counts(networks, arch, label)]
 
 
-def gmm_summary(system: GmmSystem, replications: int) -> dict[str, CerSummary]:
+@dataclass
+class GmmRow:
+    name: str
+    cer: dict[str, CerSummary]
+    system: System | None
+
+
+def gmm_summary(system: GmmSystem, replications: int) -> GmmRow:
     out = {}
     for set_name in SUMMARIES:
         decode = system.tuned.get(set_name)
         if decode is not None:
-            out[set_name] = summarize([(0, decode)], replications, set_name in WITH_INTERVALS)
-    return out
+            out[set_name] = summarize([(0, decode)])
+    resampled = tuned_system([(0, [system.tuned])])
+    add_intervals(out, resampled, replications)
+    return GmmRow(system.name, out, resampled)
 
 
 def find_row(rows: list[Row], arch: str, label: str, workers: int | None) -> Row | None:
@@ -190,6 +213,7 @@ class Comparison:
     family: int = 1                      # comparisons in the report (for the family-wise level)
     seed_cers_a: dict[int, float] = field(default_factory=dict)   # CER_A of those seeds' runs
     half_life: str | None = None   # frames: both at this half-life, not each at its dev-chosen one
+    set_name: str = "test"
 
     @property
     def interval(self) -> Interval:
@@ -209,10 +233,9 @@ class Comparison:
         return interval.excludes_zero() and self.seeds_agree(interval)
 
     def seeds_agree(self, interval: Interval) -> bool:
-        """Whether every seed's own difference lies on the side of zero the interval claims.
-        With two or three seeds the bootstrap's seed level has only 3-10 distinct draws, so one
-        seed against the others can hide in its 2.5% tail: an ordering that a training run of
-        its own contradicts is not claimed."""
+        """Whether every seed's own difference lies on the side of zero the interval claims: an
+        ordering that a training run of its own contradicts is not claimed, whatever the
+        interval (with many seeds one can disagree inside a resolved interval)."""
         values = self.seed_differences.values()
         return all(v < 0 for v in values) if interval.high < 0 else all(v > 0 for v in values)
 
@@ -241,28 +264,35 @@ class Comparison:
 def compare(a: Row, b: Row, replications: int, set_name: str = "test") -> Comparison | None:
     """B against A on the utterances both decoded, with every seed of each."""
     parallel = [r.workers_key for r in (a, b) if r.base != "single"]
-    return compare_summaries(a.arch, a.label, b.label, parallel[0] if parallel else 1,
-                             a.cer.get(set_name), b.cer.get(set_name), replications)
+    return compare_systems(a.arch, a.label, b.label, parallel[0] if parallel else 1,
+                           (a.cer.get(set_name), a.system), (b.cer.get(set_name), b.system),
+                           replications, set_name)
 
 
-def compare_summaries(arch: str, a: str, b: str, workers: int | None, sa: CerSummary | None,
-                      sb: CerSummary | None, replications: int) -> Comparison | None:
-    if sa is None or sb is None or sa.matrix is None or sb.matrix is None:
+Compared = tuple[CerSummary | None, System | None]
+
+
+def compare_systems(arch: str, a: str, b: str, workers: int | None, sa: Compared, sb: Compared,
+                    replications: int, set_name: str = "test") -> Comparison | None:
+    (summary_a, system_a), (summary_b, system_b) = sa, sb
+    if summary_a is None or summary_b is None or system_a is None or system_b is None or \
+            system_a.counts(set_name) is None or system_b.counts(set_name) is None:
         return None
-    points, relative = difference(sa.matrix, sb.matrix, replications)
-    both = sorted(sa.seeds.keys() & sb.seeds)
-    return Comparison(arch, a, b, workers, sa.cer, sb.cer, points, relative,
-                      {s: sb.seeds[s] - sa.seeds[s] for s in both},
-                      seed_cers_a={s: sa.seeds[s] for s in both})
+    points, relative = difference(system_a, system_b, replications, set_name)
+    both = sorted(summary_a.seeds.keys() & summary_b.seeds)
+    return Comparison(arch, a, b, workers, summary_a.cer, summary_b.cer, points, relative,
+                      {s: summary_b.seeds[s] - summary_a.seeds[s] for s in both},
+                      seed_cers_a={s: summary_a.seeds[s] for s in both}, set_name=set_name)
 
 
-def model_summary(runs: list[NetworkRun], model: str, replications: int,
-                  set_name: str = "test") -> CerSummary | None:
-    """A kept model's CER over the runs' seeds (None: a run did not decode it)."""
+def model_summary(runs: list[NetworkRun], model: str, set_name: str = "test") -> Compared:
+    """A kept model's CER over the runs' seeds, and its system (the LM weight chosen on dev, the
+    model fixed); (None, None) where a run did not decode it."""
     tuned = [r.tuned.get(model) for r in runs]
     if not runs or any(t is None or t.get(set_name) is None for t in tuned):
-        return None
-    return summarize([(r.seed, t.get(set_name)) for r, t in zip(runs, tuned)], replications)
+        return None, None
+    return (summarize([(r.seed, t.get(set_name)) for r, t in zip(runs, tuned)]),
+            tuned_system([(r.seed, [t]) for r, t in zip(runs, tuned)]))
 
 
 def warm_start_by_half_life(ema: Row, replications: int) -> list[Comparison]:
@@ -275,23 +305,23 @@ def warm_start_by_half_life(ema: Row, replications: int) -> list[Comparison]:
     out = []
     for model in models:
         twin = warm_twin(model)
-        found = compare_summaries(ema.arch, f"{ema.base}+{model}", f"{ema.base}+{twin}",
-                                  ema.workers_key, model_summary(ema.runs, model, replications),
-                                  model_summary(ema.runs, twin, replications), replications)
+        found = compare_systems(ema.arch, f"{ema.base}+{model}", f"{ema.base}+{twin}",
+                                ema.workers_key, model_summary(ema.runs, model),
+                                model_summary(ema.runs, twin), replications)
         if found is not None:
             out.append(replace(found, half_life=model[len("ema_"):]))
     return out
 
 
-def ladder_comparisons(gmms: list[tuple[str, dict[str, CerSummary]]], replications: int,
+def ladder_comparisons(gmms: list[GmmRow], replications: int,
                        set_name: str = "test") -> list[Contrast | None]:
     """For each GMM system after the first, its test CER minus the one before it's, on the same
     utterances, each at its dev-chosen setting (None: not both decoded)."""
     out: list[Contrast | None] = [None] if gmms else []
-    for (_, before), (_, after) in zip(gmms, gmms[1:]):
-        a, b = before.get(set_name), after.get(set_name)
-        out.append(difference(a.matrix, b.matrix, replications)[0]
-                   if a and b and a.matrix and b.matrix else None)
+    for before, after in zip(gmms, gmms[1:]):
+        a, b = before.system, after.system
+        out.append(difference(a, b, replications, set_name)[0]
+                   if a and b and a.counts(set_name) and b.counts(set_name) else None)
     return out
 
 

@@ -13,6 +13,11 @@ its committed counts are made of); without one the CER is still reported, withou
 best one: the report applies the setting chosen on dev to test (`<decode>/cer_LMWT_WIP` and its
 `penalty_WIP/LMWT.txt`). A `%WER` line may end in a note on utterances without a hypothesis
 (`[3 of 600 utterances without a hypothesis, scored as deletions]`, emasr.score.wer).
+
+`read_sweep` reads every setting the scoring swept (each `cer_LMWT_WIP` with its
+`penalty_WIP/LMWT.txt`) into per-utterance counts, with each utterance's speaker where the scoring
+recorded them (`scoring_kaldi/utt2spk`): the report's bootstrap chooses the setting again on every
+resample of dev and reads test at that choice.
 """
 from __future__ import annotations
 
@@ -22,8 +27,9 @@ import re
 from dataclasses import dataclass, field
 
 import kaldialign
+import numpy as np
 
-from emasr.io.table import read_lines
+from emasr.io.table import read_lines, read_table
 from emasr.score.wer import filter_words, to_units
 
 logger = logging.getLogger(__name__)
@@ -38,6 +44,33 @@ BEST_NAME = re.compile(r"(?:cer|wer)_(?P<lmwt>\d+(?:\.\d+)?)(?:_(?P<wip>[-\d.]+)
 
 class ScoringError(ValueError):
     """A scoring file is malformed; the message names the file and line."""
+
+
+def setting_name(lmwt: str, wip: str) -> str:
+    """'11_0.5': a scoring setting as the cer_LMWT_WIP files name it."""
+    return f"{lmwt}_{wip}"
+
+
+@dataclass
+class Sweep:
+    """A decode dir's per-utterance character errors at every setting its scoring swept."""
+    settings: tuple[str, ...]      # setting_name()s, LM weight then penalty ascending
+    utts: tuple[str, ...]
+    speakers: tuple[str, ...]      # '' where the scoring recorded no speaker
+    chars: np.ndarray              # int [U]
+    errors: np.ndarray             # int [settings, U]
+
+    def __post_init__(self) -> None:
+        if self.errors.shape != (len(self.settings), len(self.utts)) or \
+                self.chars.shape != (len(self.utts),) or len(self.speakers) != len(self.utts):
+            raise ScoringError(f"a sweep of {len(self.settings)} settings and {len(self.utts)} "
+                               f"utterances cannot have counts of shapes {self.errors.shape} and "
+                               f"{self.chars.shape}")
+
+    def at(self, setting: str) -> dict[str, tuple[int, int]]:
+        """utt -> (errors, chars) at one setting."""
+        row = self.errors[self.settings.index(setting)]
+        return {u: (int(e), int(n)) for u, e, n in zip(self.utts, row, self.chars)}
 
 
 @dataclass
@@ -55,10 +88,27 @@ class ScoredDecode:
     lmwts: list[str] = field(default_factory=list)   # the LM weights the scoring swept
     # utt -> (character errors, reference characters) at this result's setting
     utterances: dict[str, tuple[int, int]] = field(default_factory=dict)
+    sweep: Sweep | None = None     # the decode dir's counts at every setting (None: not read)
 
     @property
     def has_utterances(self) -> bool:
         return bool(self.utterances)
+
+    @property
+    def setting(self) -> str:
+        return setting_name(self.lmwt, self.wip)
+
+    def own_sweep(self) -> Sweep | None:
+        """The counts of every setting read, else a sweep of this result's one setting (None:
+        no per-utterance counts)."""
+        if self.sweep is not None:
+            return self.sweep
+        if not self.has_utterances:
+            return None
+        utts = tuple(sorted(self.utterances))
+        return Sweep((self.setting,), utts, ("",) * len(utts),
+                     np.array([self.utterances[u][1] for u in utts], dtype=np.int64),
+                     np.array([[self.utterances[u][0] for u in utts]], dtype=np.int64))
 
 
 def utterance_counts(refs: dict[str, list[str]], hyps: dict[str, list[str]]
@@ -154,9 +204,11 @@ def scored_lm_weights(path: str) -> list[str]:
     return sorted({m.group("lmwt") for m in names if m}, key=float)
 
 
-def read_decode_dir(path: str, setting: tuple[str, str] | None = None) -> ScoredDecode | None:
+def read_decode_dir(path: str, setting: tuple[str, str] | None = None,
+                    sweep: Sweep | None | bool = False) -> ScoredDecode | None:
     """The scored result of one decode dir, or None when it was not (yet) scored: the best one
-    (scoring_kaldi/best_cer), or the one at `setting` = (LM weight, penalty) when given."""
+    (scoring_kaldi/best_cer), or the one at `setting` = (LM weight, penalty) when given. `sweep`:
+    True reads the counts of every setting (read_sweep), a Sweep uses the one given."""
     scoring = os.path.join(path, "scoring_kaldi")
     if setting is None:
         source = next((f for f in (os.path.join(scoring, "best_cer"),
@@ -179,9 +231,73 @@ def read_decode_dir(path: str, setting: tuple[str, str] | None = None) -> Scored
                           subs=numbers["subs"], lmwt=best.group("lmwt") if best else "",
                           wip=(best.group("wip") or "") if best else "",
                           failed=numbers["absent"], lmwts=scored_lm_weights(path))
-    load_utterances(decode, scoring if os.path.isdir(scoring) else path, setting is None)
+    if sweep is True:
+        sweep = read_sweep(path)
+    decode.sweep = sweep or None
+    if decode.sweep is not None and decode.setting in decode.sweep.settings:
+        decode.utterances = decode.sweep.at(decode.setting)
+    else:
+        load_utterances(decode, scoring if os.path.isdir(scoring) else path, setting is None)
     check_counts(decode, source)
     return decode
+
+
+def first_file(*candidates: str) -> str | None:
+    return next((f for f in candidates if os.path.isfile(f)), None)
+
+
+def read_sweep(path: str) -> Sweep | None:
+    """Every setting's per-utterance counts of a decode dir scored by emasr score-lattices or
+    Kaldi's score_kaldi.sh (None, with a warning, where a setting's best paths are missing):
+    each setting's counts are checked against its cer_LMWT_WIP line."""
+    scoring = os.path.join(path, "scoring_kaldi")
+    ref_file = first_file(os.path.join(scoring, "test_filt.chars.txt"),
+                          os.path.join(scoring, "test_filt.txt"))
+    names = sorted(((m.group("lmwt"), m.group("wip") or "0.0", f) for f in os.listdir(path)
+                    if f.startswith("cer_") and (m := BEST_NAME.search(f))),
+                   key=lambda item: (float(item[0]), float(item[1])))
+    if ref_file is None or not names:
+        return None
+    refs = read_texts(ref_file)
+    utts = tuple(sorted(refs))
+    aligned: dict[tuple[str, tuple[str, ...]], int] = {}   # the same best path at many settings
+    rows = []
+    for lmwt, wip, name in names:
+        hyp_file = first_file(*(os.path.join(scoring, f"penalty_{wip}", f"{lmwt}{suffix}")
+                                for suffix in (".chars.txt", ".txt")))
+        if hyp_file is None:
+            logger.warning("%s: no best paths for %s (looked for %s/penalty_%s/%s.txt): the "
+                           "scoring setting is held fixed in the intervals", path, name, scoring,
+                           wip, lmwt)
+            return None
+        hyps = read_texts(hyp_file)
+        row = []
+        for utt in utts:
+            key = (utt, tuple(hyps.get(utt, ())))
+            if key not in aligned:
+                aligned[key] = int(kaldialign.edit_distance(refs[utt], list(key[1]))["total"])
+            row.append(aligned[key])
+        check_setting(os.path.join(path, name), sum(row), sum(len(refs[u]) for u in utts),
+                      hyp_file)
+        rows.append(row)
+    spk_file = os.path.join(scoring, "utt2spk")
+    utt2spk = read_table(spk_file) if os.path.isfile(spk_file) else {}
+    return Sweep(tuple(setting_name(lmwt, wip) for lmwt, wip, _ in names), utts,
+                 tuple(utt2spk.get(u, "") for u in utts),
+                 np.array([len(refs[u]) for u in utts], dtype=np.int64),
+                 np.array(rows, dtype=np.int64))
+
+
+def check_setting(source: str, errors: int, chars: int, hyp_file: str) -> None:
+    lines = [line for line in read_lines(source) if line.strip()]
+    if not lines:
+        raise ScoringError(f"{source}: empty; expected a Kaldi %WER line")
+    numbers = parse_wer_line(lines[0], f"{source}:1")
+    if (numbers["errors"], numbers["total"]) != (errors, chars):
+        raise ScoringError(f"{source}: says {numbers['errors']} errors in {numbers['total']} "
+                           f"characters, but {hyp_file} gives {errors} in {chars} against the "
+                           "scoring's reference; expected the best paths of that setting "
+                           "(rescore the decode dir)")
 
 
 def check_counts(decode: ScoredDecode, source: str) -> None:

@@ -65,12 +65,13 @@ class TunedDecodes:
         return {"dev": self.dev, "test": self.test, "test_best": self.test_best}[set_name]
 
 
-def read_tuned(dev_dir: str, test_dir: str) -> TunedDecodes:
-    dev = read_decode_dir(dev_dir) if os.path.isdir(dev_dir) else None
-    test_best = read_decode_dir(test_dir) if os.path.isdir(test_dir) else None
+def read_tuned(dev_dir: str, test_dir: str, sweeps: bool = True) -> TunedDecodes:
+    """`sweeps`: read the counts of every scoring setting too (the intervals choose again)."""
+    dev = read_decode_dir(dev_dir, sweep=sweeps) if os.path.isdir(dev_dir) else None
+    test_best = read_decode_dir(test_dir, sweep=sweeps) if os.path.isdir(test_dir) else None
     test = None
     if dev is not None and test_best is not None:
-        test = read_decode_dir(test_dir, (dev.lmwt, dev.wip))
+        test = read_decode_dir(test_dir, (dev.lmwt, dev.wip), sweep=test_best.sweep)
     return TunedDecodes(dev, test, test_best)
 
 
@@ -193,7 +194,7 @@ def thinned(records: list[dict], at_most: int = PLOTTED_BLOCKS) -> list[dict]:
     return [records[round(i * step)] for i in range(at_most)]
 
 
-def read_network_run(exp_dir: str) -> NetworkRun:
+def read_network_run(exp_dir: str, sweeps: bool = True) -> NetworkRun:
     config = read_config(exp_dir)
     metrics_path = os.path.join(exp_dir, "metrics.jsonl")
     metrics = read_metrics(metrics_path) if os.path.isfile(metrics_path) else \
@@ -211,27 +212,30 @@ def read_network_run(exp_dir: str) -> NetworkRun:
         final_epoch=config.train.final_epoch)
     for model in ("final", *run.averages):
         tuned = read_tuned(decode_dir_name(exp_dir, "dev", model),
-                           decode_dir_name(exp_dir, "test", model))
+                           decode_dir_name(exp_dir, "test", model), sweeps)
         if tuned.dev or tuned.test_best:
             run.tuned[model] = tuned
     return run
 
 
-def read_gmm_system(exp_dir: str) -> GmmSystem:
+def read_gmm_system(exp_dir: str, sweeps: bool = True) -> GmmSystem:
     return GmmSystem(exp_dir, os.path.basename(os.path.normpath(exp_dir)),
                      read_tuned(os.path.join(exp_dir, "decode_dev"),
-                                os.path.join(exp_dir, "decode_test")))
+                                os.path.join(exp_dir, "decode_test"), sweeps))
 
 
-def read_exp_dirs(paths: list[str]) -> tuple[list[NetworkRun], list[GmmSystem]]:
+def read_exp_dirs(paths: list[str], sweeps: bool = True
+                  ) -> tuple[list[NetworkRun], list[GmmSystem]]:
+    """The network runs and GMM systems of `paths`; `sweeps`: with the counts of every scoring
+    setting (what the intervals need; choosing runs does not)."""
     networks, gmms = [], []
     for path in paths:
         if not os.path.isdir(path):
             logger.warning("%s: not a directory; skipped", path)
         elif is_network_dir(path):
-            networks.append(read_network_run(path))
+            networks.append(read_network_run(path, sweeps))
         else:
-            gmms.append(read_gmm_system(path))
+            gmms.append(read_gmm_system(path, sweeps))
     return networks, gmms
 
 

@@ -10,6 +10,8 @@ integer grid moves the acoustic scale by a third). An utterance of the data dir 
 `--max-failed-fraction` of the utterances have none. Files, as Kaldi writes them:
   <decode>/{wer,cer}_LMWT_WIP                 compute-wer output (%WER / %SER / Scored lines)
   <decode>/scoring_kaldi/test_filt.txt        filtered references
+  <decode>/scoring_kaldi/utt2spk              each utterance's speaker (a pseudo-speaker's real
+                                              one), which emasr report resamples as a cluster
   <decode>/scoring_kaldi/penalty_WIP/LMWT.txt hypotheses
   <decode>/scoring_kaldi/best_{wer,cer}       the best line and the file it came from
   <decode>/scoring_kaldi/{wer,cer}_details/   lmwt, wip, per_utt, per_spk for the best setting
@@ -154,6 +156,15 @@ def check_failures(refs: dict, hyps: dict, max_fraction: float, decode_dir: str)
                    "deletions: %s", len(failed), len(refs), first)
 
 
+PSEUDO_SPEAKER = re.compile(r"-\d{5}$")
+
+
+def real_speaker(speaker: str) -> str:
+    """The speaker behind a pseudo-speaker of utils/data/modify_speaker_info.sh (`S0764-00003`:
+    one utterance of S0764, for per-utterance CMVN): the report resamples real speakers."""
+    return PSEUDO_SPEAKER.sub("", speaker)
+
+
 def score_decode_dir(data_dir: str, graph_dir: str, decode_dir: str, metrics: list[str],
                      lmwts: list[str], penalties: list[str],
                      max_failed_fraction: float = 0.05) -> list[str]:
@@ -169,6 +180,9 @@ def score_decode_dir(data_dir: str, graph_dir: str, decode_dir: str, metrics: li
     check_failures(refs, next(iter(hyps.values())), max_failed_fraction, decode_dir)
     scoring = os.path.join(decode_dir, "scoring_kaldi")
     write_table(os.path.join(scoring, "test_filt.txt"), {u: " ".join(w) for u, w in refs.items()})
+    if utt2spk:   # the report resamples speakers as clusters (emasr.report.intervals)
+        write_table(os.path.join(scoring, "utt2spk"),
+                    {u: real_speaker(utt2spk[u]) for u in refs if u in utt2spk})
     for (lmwt, penalty), table in hyps.items():
         write_table(os.path.join(scoring, f"penalty_{penalty}", f"{lmwt}.txt"),
                     {u: " ".join(w) for u, w in table.items()})
