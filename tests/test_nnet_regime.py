@@ -20,7 +20,10 @@ def small_profile(workers: int, extra=()) -> dict:
 def test_the_small_profiles_8_worker_regime_by_hand():
     r = small_profile(8)
     # a sync covers 256 frames x tau 16 x 8 workers; an epoch of 410k frames holds 12 of them
-    assert (r["frames_per_sync"], r["syncs_per_epoch"], r["syncs_total"]) == (32768, 12, 36)
+    # and a short 13th of the 16,784 frames left: every frame is trained
+    assert (r["frames_per_sync"], r["syncs_per_epoch"], r["syncs_total"]) == (32768, 13, 39)
+    assert (r["frames_trained_per_epoch"], r["frames_trained_total"]) == (410_000, 1_230_000)
+    assert r["init_model"] is None
     assert r["block_momentum"] == 0.875 and r["block_lr"] == 1.0     # 1 - 1/N
     assert r["time_constant_frames"] == pytest.approx(32768 / -math.log(0.875))   # 245,395.5
     assert r["data_rule_frames"] == pytest.approx(8 * 245_395.5, rel=1e-6)       # 1.96M

@@ -85,11 +85,12 @@ def simulate(problem, workers, overrides):
     rule.start(model_to_vector(initial))
     averagers = build_averagers(c, 0)
     tau = c.sync.block_size
+    full_sync = c.architecture.mode.minibatch_frames(c.data) * tau * workers
     for epoch in range(c.train.epochs):
         streams = [d.minibatches(epoch) for d in data]
-        while True:
+        while True:   # every minibatch of every shard: the last blocks as long as what is left
             blocks = [[b for _, b in zip(range(tau), stream)] for stream in streams]
-            if any(len(b) < tau for b in blocks):
+            if not any(blocks):
                 break
             for model, optimizer, block in zip(models, optimizers, blocks):
                 for x, y in block:
@@ -101,8 +102,10 @@ def simulate(problem, workers, overrides):
                                                        c.train.max_grad_norm)
                     optimizer.step()
             restart = rule.step(torch.stack([model_to_vector(m) for m in models]).mean(0))
+            # a short block decays the EMA by its share of a full sync's minibatch frames
+            share = sum(y.numel() for block in blocks for _, y in block) / full_sync
             for averager in averagers.values():
-                averager.update(rule.global_model)
+                averager.update(rule.global_model, share=min(1.0, share))
             for model in models:
                 vector_to_model(restart, model)
         for averager in averagers.values():
@@ -150,12 +153,16 @@ def test_torchrun_workers_match_single_process_simulation(problem, tmp_path, wor
     last = [r for r in records if r["type"] == "epoch"][-1]
     # a constant rate: the next epoch's is the one just used, times N for MA alike
     assert last["next_lr"] == pytest.approx(last["lr"])
-    # one float32 all-reduce per sync: the model vector plus 4 piggybacked numbers
-    assert last["bytes_reduced"] == last["syncs"] * (want_global.numel() + 4) * 4
+    # one float32 all-reduce per sync: the model vector plus 5 piggybacked numbers
+    assert last["bytes_reduced"] == last["syncs"] * (want_global.numel() + 5) * 4
     # the regime the trainer recorded: its workers, its device, and the syncs it then made
     regime = json.loads((tmp_path / "exp" / "regime.json").read_text())
     assert regime["workers"] == workers and regime["hardware"]["device"] == "cpu"
     assert regime["syncs_total"] == last["syncs"] > 0
+    # every frame of every epoch, as one worker trains them (4-dnn-ma: a shard one minibatch
+    # shorter sits the last step out)
+    assert regime["frames_trained_total"] == last["frames"] == \
+        regime["epochs"] * regime["frames_per_epoch"]
     # `emasr regime` gives the same numbers from the targets alone, before any training
     targets, train_dir, _ = problem
     planned = subprocess.run(
@@ -188,6 +195,62 @@ def interrupt_after(exp, kept: str, results: list[str]) -> None:
             shutil.rmtree(d)
     for name in results:
         (exp / name).unlink()
+
+
+def planned_regime(problem, workers, overrides):
+    """`emasr regime --json`: what train.sh plans from the targets alone."""
+    targets, train_dir, _ = problem
+    result = CliRunner().invoke(main, ["regime", "--json", "--num-workers", str(workers),
+                                       *[a for o in overrides for a in ("--set", o)],
+                                       targets, train_dir])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def epoch_records(exp):
+    return [r for r in map(json.loads, open(exp / "metrics.jsonl")) if r["type"] == "epoch"]
+
+
+@pytest.mark.parametrize("tiny", [
+    TINY_DNN,
+    TINY_LSTM + ["data.chunks_per_minibatch=2", "sync.block_size=3"],
+], ids=["dnn", "lstm"])
+def test_one_and_eight_workers_train_the_same_frames(problem, tmp_path, tiny):
+    # every worker trains every minibatch of its shard: the 8 shards of 16 utterances differ in
+    # length (the DNN's 2 or 3 minibatches, the LSTM's 3 or 4), so the epoch's last block is as
+    # long as the longest shard's remainder, the others sitting steps out; the frames trained
+    # are the data's, as one worker's, and regime.json (and `emasr regime`, before any work)
+    # says so
+    base = tiny + ["train.epochs=2", "average.ema_half_life_frames=200"]
+    one, eight = tmp_path / "one", tmp_path / "eight"
+    assert train(problem, one, base + ["sync.strategy=single"]).exit_code == 0
+    parallel = base + ["sync.strategy=bmuf", "dist.workers_per_process=8",
+                       "train.checkpoint_every_blocks=1"]
+    result = train(problem, eight, parallel)
+    assert result.exit_code == 0, result.output
+    frames = {}
+    for exp, workers, overrides in ((one, 1, base + ["sync.strategy=single"]),
+                                    (eight, 8, parallel)):
+        regime = json.loads((exp / "regime.json").read_text())
+        last = epoch_records(exp)[-1]
+        assert planned_regime(problem, workers, overrides) == \
+            {k: v for k, v in regime.items() if k != "hardware"}
+        assert regime["syncs_total"] == last["syncs"]
+        assert regime["frames_trained_total"] == last["frames"] == \
+            2 * regime["frames_trained_per_epoch"] == 2 * regime["frames_per_epoch"]
+        frames[workers] = last["frames"]
+    assert frames[8] == pytest.approx(frames[1], rel=0.005)
+    # resumed from the checkpoint before the first epoch's last (short) block: exact
+    blocks = [r for r in map(json.loads, open(eight / "metrics.jsonl")) if r["type"] == "block"]
+    last_block = max(r["block"] for r in blocks if r["epoch"] == 1)
+    kept = f"epoch000-block{last_block - 1:06d}"
+    interrupt_after(eight, kept, ["final.pt", "ema.pt"])
+    again = tmp_path / "again"
+    shutil.copytree(eight, again)
+    assert train(problem, again, parallel, resume=True).exit_code == 0
+    assert train(problem, tmp_path / "whole", parallel).exit_code == 0
+    for name in ("final.pt", "ema.pt"):
+        assert state_dicts_equal(tmp_path / "whole" / name, again / name), name
 
 
 @pytest.mark.parametrize("tiny", [TINY_DNN, TINY_LSTM], ids=["dnn", "lstm"])
@@ -495,3 +558,128 @@ def test_every_strategy_learns(problem, tmp_path, tiny, schedule, strategy):
     # 5 classes, chance about 0.25; the synthetic problem is easy to learn
     assert last["dev_acc"] > 0.6 and last["dev_acc_ema"] > 0.6, last
     assert last["dev_loss"] < records[0]["loss"]
+
+
+def checkpoint_global_model(where):
+    return checkpoint.load(where / "state.pt")["rule"]["global_model"]
+
+
+def test_a_warm_start_begins_every_model_at_the_init_models_parameters(problem, tmp_path):
+    # a model file (final.pt) and an epoch-end checkpoint's W_g: W_g, every averaged model and
+    # every worker start there, before any step; the run starts at the epoch after the file's
+    one = tmp_path / "one"
+    base = TINY_DNN + ["average.ema_decay=0.5", "average.cumulative_start=0.0",
+                       "average.last_k=2"]
+    assert train(problem, one, base + ["sync.strategy=single", "train.epochs=3"]).exit_code == 0
+    sources = [(one / "final.pt", 3, saved_vector(one / "final.pt")),
+               (one / "checkpoints" / "epoch002-block000000", 2,
+                checkpoint_global_model(one / "checkpoints" / "epoch002-block000000"))]
+    assert not torch.equal(sources[0][2], sources[1][2])
+    for source, epochs, want in sources:
+        config = configs.resolve(None, base + ["sync.strategy=bmuf", "train.epochs=4",
+                                               "dist.workers_per_process=2",
+                                               f"train.init_model={source}"])
+        trainer = Trainer(config, *problem, str(tmp_path / "warm"))
+        try:
+            trainer.setup()
+            assert torch.equal(trainer.rule.global_model, want)
+            assert torch.equal(trainer.local.vectors(), torch.stack([want, want]))
+            for name, averager in trainer.averagers.items():
+                assert torch.equal(averager.average, want), name
+            assert trainer.position == (epochs, 0)
+            assert trainer.progress() == pytest.approx(epochs / 4)
+            file = source / "state.pt" if source.is_dir() else source
+            assert trainer.regime["init_model"] == {"path": str(source), "epochs": epochs,
+                                                    "sha256": digest(file)}
+            assert trainer.regime["syncs_total"] == trainer.syncs_per_epoch * (4 - epochs)
+            assert trainer.regime["frames_trained_total"] == 4 * trainer.epoch_frames
+        finally:
+            trainer.cleanup()
+
+
+@pytest.mark.parametrize("change,message", [
+    (["model.hidden_dim=8"], "model.hidden_dim: 16 in the file, 8 in this run"),
+    (["features.splice=2"], "features.splice: 1 in the file, 2 in this run\n  "
+                            "input dimension: 36 in the file, 60 in this run"),
+    (["train.epochs=2"], "has trained 2 epochs and train.epochs is 2: none left to train"),
+    (["train.init_model_epochs=1"], "records 2 epochs trained, but train.init_model_epochs is 1"),
+])
+def test_an_init_model_that_does_not_fit_is_refused_before_any_work(problem, tmp_path, change,
+                                                                    message):
+    one = tmp_path / "one"
+    assert train(problem, one, TINY_DNN + ["sync.strategy=single",
+                                           "train.epochs=2"]).exit_code == 0
+    exp = tmp_path / "warm"
+    result = train(problem, exp, TINY_DNN + ["sync.strategy=ma", "train.epochs=4",
+                                             f"train.init_model={one / 'final.pt'}", *change])
+    assert result.exit_code != 0 and f"train.init_model {one / 'final.pt'}" in result.output
+    assert message in result.output, result.output
+    assert not (exp / "checkpoints").exists()
+    # `emasr regime` (train.sh's first step) refuses it too
+    targets, train_dir, _ = problem
+    planned = CliRunner().invoke(main, ["regime", "--set", "train.epochs=4", *sum(
+        (["--set", o] for o in TINY_DNN[:-1] + [f"train.init_model={one / 'final.pt'}",
+                                                *change]), []), targets, train_dir])
+    assert planned.exit_code != 0 and message in planned.output, planned.output
+
+
+def test_an_init_model_of_another_pdf_set_is_refused(problem, tmp_path):
+    targets, train_dir, dev_dir = problem
+    one = tmp_path / "one"
+    assert train(problem, one, TINY_DNN + ["sync.strategy=single"]).exit_code == 0
+    labels = {u: np.repeat(v, 3) for u, v in kaldiio.load_scp(os.path.join(targets,
+                                                                            "pdf.scp")).items()}
+    other = write_targets(str(tmp_path), labels, num_pdfs=8, name="other")
+    result = CliRunner().invoke(main, ["train", *sum((["--set", o] for o in TINY_DNN + [
+        "sync.strategy=ma", "train.epochs=3", f"train.init_model={one / 'final.pt'}"]), []),
+        other, train_dir, dev_dir, str(tmp_path / "warm")])
+    assert result.exit_code != 0
+    assert (f"train.init_model {one / 'final.pt'} does not fit this run:\n  pdfs: 5 in the "
+            "file, 8 in this run") in result.output, result.output
+
+
+def test_a_mid_epoch_checkpoint_or_a_missing_file_is_no_init_model(problem, tmp_path):
+    one = tmp_path / "one"
+    assert train(problem, one, TINY_DNN + ["sync.strategy=single",
+                                           "train.checkpoint_every_blocks=2"]).exit_code == 0
+    mid = one / "checkpoints" / "epoch000-block000002"
+    for source, message in ((mid, "a checkpoint in the middle of epoch 1 (block 2); expected an "
+                                  "epoch-end checkpoint"),
+                            (tmp_path / "none.pt", f"expected file {tmp_path / 'none.pt'} to "
+                                                   "exist"),
+                            (one / "conf.yaml", "cannot read")):
+        result = train(problem, tmp_path / "warm", TINY_DNN + [
+            "sync.strategy=single", "train.epochs=3", f"train.init_model={source}"])
+        assert result.exit_code != 0 and message in result.output, result.output
+
+
+def test_train_sh_init_model_trains_the_remaining_epochs_from_a_one_worker_run(problem,
+                                                                                tmp_path):
+    # one worker for 3 epochs; BMUF-2 started from its epoch-1 checkpoint trains epochs 2 and 3
+    # at the rates the one worker had there: together 3 epochs of data, as regime.json says
+    base = TINY_DNN + ["train.epochs=3", "train.lr=0.05", "train.final_lr=0.005",
+                       "average.ema_decay=0.5"]
+    one = tmp_path / "one"
+    assert train(problem, one, base + ["sync.strategy=single"]).exit_code == 0
+    start = one / "checkpoints" / "epoch001-block000000"
+    warm = tmp_path / "warm"
+    result = run_script([str(REPO / "steps" / "nnet" / "train.sh"), "--num-workers", "2",
+                         "--workers-per-process", "2", "--strategy", "bmuf", "--init-model",
+                         str(start), "--set-opts", " ".join(base), *problem, str(warm)])
+    assert result.returncode == 0, result.stderr
+    regime = json.loads((warm / "regime.json").read_text())
+    assert regime["init_model"] == {"path": str(start), "epochs": 1,
+                                    "sha256": digest(start / "state.pt")}
+    epochs = epoch_records(warm)
+    assert [e["epoch"] for e in epochs] == [2, 3]
+    assert regime["frames_trained_total"] == epochs[-1]["frames"] == \
+        epoch_records(one)[-1]["frames"] == 3 * regime["frames_per_epoch"]
+    assert regime["syncs_total"] == epochs[-1]["syncs"]
+    # the schedule goes on from epoch 2: the first block's rate is the one worker's there
+    first = read_metrics(warm / "metrics.jsonl").blocks[0]
+    assert first["lr"] == pytest.approx(0.05 * 0.1 ** (1 / 3), rel=1e-9)
+    assert checkpoint.load(warm / "final.pt")["epoch"] == 3
+    assert f"in 2 epochs after 1 epoch(s) of the warm start {start}, " in \
+        (warm / "log" / "regime.log").read_text()
+    help_text = run_script([str(REPO / "steps" / "nnet" / "train.sh"), "--help"])
+    assert "--init-model FILE|DIR" in help_text.stdout + help_text.stderr

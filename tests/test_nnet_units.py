@@ -8,8 +8,8 @@ from emasr.nnet import config as configs
 from emasr.nnet.data import IGNORE, make_chunks, shard, shuffled_batches
 from emasr.nnet.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
-from emasr.nnet.averages import (CumulativeAverage, LastEpochsAverage, build_averagers, family,
-                                 kept_models)
+from emasr.nnet.averages import (CumulativeAverage, ExponentialMovingAverage, LastEpochsAverage,
+                                 build_averagers, family, kept_models)
 from emasr.nnet.schedule import LearningRateSchedule
 from emasr.nnet.selection import best_epochs
 from emasr.nnet.workers import batch_stats, correct_frames, summed
@@ -224,6 +224,33 @@ def test_cumulative_average_of_a_known_sequence_from_its_start_point():
     restored.load_state_dict(avg.state_dict())
     restored.update(torch.full((3,), 7.0), 1.0)
     torch.testing.assert_close(restored.average, torch.full((3,), 4.0))
+
+
+def test_a_short_block_decays_the_ema_by_its_frames_and_a_warm_start_seeds_the_averages():
+    # half-life 1000 frames at 400 frames a full sync: a last block of 100 frames (share 0.25)
+    # weighs its W_g by 1 - 0.5 ** (100 / 1000), as the same frames in full syncs would
+    [ema] = build_averagers(configs.resolve(None, ["average.ema_half_life_frames=1000"]),
+                            400).values()
+    ema.update(torch.zeros(1))
+    ema.update(torch.ones(1), share=0.25)
+    torch.testing.assert_close(ema.average, torch.full((1,), 1 - 0.5 ** 0.1))
+    ema.update(torch.full((1,), 2.0))          # a full sync: alpha itself
+    torch.testing.assert_close(ema.average,
+                               torch.full((1,), (1 - 0.5 ** 0.1) * 0.5 ** 0.4 +
+                                          2 * (1 - 0.5 ** 0.4)))
+    # a warm start: the EMA and the averages begun by then start at the init model; the
+    # cumulative average not yet begun, and the EMA's twin after BMUF's warm-up, do not
+    init = torch.full((1,), 5.0)
+    seeded = {"ema": build_averagers(configs.resolve(None, ["average.ema_decay=0.5"]), 1)["ema"],
+              "avg": CumulativeAverage(0.25), "late": CumulativeAverage(0.75),
+              "lastk": LastEpochsAverage(2), "twin": ExponentialMovingAverage(0.5, start=3)}
+    for averager in seeded.values():
+        averager.seed(init, 0.5)
+    assert [a.average for a in seeded.values()] == [init, init, None, init, None]
+    seeded["ema"].update(torch.full((1,), 1.0))
+    seeded["avg"].update(torch.full((1,), 1.0), 0.6)
+    torch.testing.assert_close(seeded["ema"].average, torch.full((1,), 3.0))
+    torch.testing.assert_close(seeded["avg"].average, torch.full((1,), 3.0))
 
 
 def test_last_k_average_of_known_epochs():

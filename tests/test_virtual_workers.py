@@ -167,6 +167,57 @@ def test_stacked_step_is_k_independent_workers(norm):
                for a, b in zip(again.streams, stacked.streams))
 
 
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_a_worker_without_a_minibatch_sits_the_step_out(optimizer):
+    # at an epoch's end a shorter shard has run out (None) while the others train theirs: in the
+    # stack and in the loop that worker's parameters, optimizer state (SGD's momentum with weight
+    # decay would move them on a zero gradient) and dropout stream stay as they were, and every
+    # worker ends as a real worker that took only its own steps (AdamW: its own step count)
+    model, c = tiny_model(TINY_DNN, dropout=0.3)
+    seeds = [1000, 1001, 1002]
+
+    def make(params):
+        if optimizer == "sgd":
+            return torch.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=0.01)
+        return torch.optim.AdamW(params, lr=0.01)
+
+    rng = torch.Generator().manual_seed(0)
+    steps = [[(torch.randn(n, 12, generator=rng), torch.randint(0, 5, (n,), generator=rng))
+              for n in (16, 16, 16)] for _ in range(4)]
+    steps[2][1] = None                  # worker 1 has run out
+    steps[3][1:] = [None, None]         # then worker 2 as well: worker 0 trains alone
+    stacked = StackedWorkers(copy.deepcopy(model), make, seeds, torch.device("cpu"), 0.2)
+    loop = LoopWorkers(copy.deepcopy(model), make, seeds, torch.device("cpu"), 0.2, c.data)
+    got = [stacked.step(batches) for batches in steps]
+    looped = [loop.step(batches) for batches in steps]
+    assert torch.equal(got[3][1:], torch.zeros(2, 3)) and torch.equal(looped[3][1:],
+                                                                       torch.zeros(2, 3))
+    for k, seed in enumerate(seeds):
+        torch.manual_seed(seed)
+        one = LoopWorkers(copy.deepcopy(model), make, [seed], torch.device("cpu"), 0.2, c.data)
+        for batches, stats in zip(steps, got):
+            if batches[k] is not None:
+                torch.testing.assert_close(one.step([batches[k]])[0], stats[k], rtol=1e-5,
+                                           atol=1e-5)
+        for workers in (stacked, loop):
+            torch.testing.assert_close(one.vectors()[0], workers.vectors()[k], rtol=0, atol=1e-6)
+            state, want = workers.state(k)["optimizer"]["state"], one.state(0)["optimizer"]["state"]
+            assert state.keys() == want.keys()
+            for i in want:
+                for key, value in want[i].items():
+                    torch.testing.assert_close(state[i][key], value, rtol=0, atol=1e-6,
+                                               msg=f"worker {k} {key}")
+            assert torch.equal(workers.state(k)["stream"] if workers is stacked else
+                               loop.streams[k].get_state(), torch.get_rng_state())
+    # the states go back into a fresh stack unchanged
+    again = StackedWorkers(copy.deepcopy(model), make, [7, 8, 9], torch.device("cpu"), 0.2)
+    again.load_states([stacked.state(k) for k in range(3)])
+    assert torch.equal(again.vectors(), stacked.vectors())
+    for k in range(3):
+        assert again.state(k)["optimizer"]["state"].keys() == \
+            stacked.state(k)["optimizer"]["state"].keys()
+
+
 @pytest.mark.parametrize("tiny,extra", [(TINY_DNN, {}), (TINY_DNN, {"norm": "batchnorm"}),
                                          (TINY_LSTM, {})])
 def test_the_sync_takes_the_mean_of_the_k_models_in_float64(tiny, extra):

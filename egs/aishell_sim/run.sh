@@ -45,6 +45,8 @@ grid=               # settings searched on dev per rule, the best on dev frame a
 grid_seed=          # search the grid on this seed only; the other seeds train the point it chose
 epochs=             # network epochs (default: per profile)
 block_size=         # tau: minibatches between syncs (default: per profile)
+warm_start_epochs=  # k: the ma/bmuf runs start from the single run's model after epoch k and
+                    # train the epochs after it (needs the row single; steps/nnet/experiment.sh)
 ema_half_life_frames=  # EMA half-life in training frames, or a list "30000,90000": one EMA each,
                     # every one decoded, the report's +ema row the best on dev (default: per profile)
 avg_start=          # +avg: the cumulative average starts at this fraction of the run (default 0.5)
@@ -120,6 +122,8 @@ Options:
   --grid-seed S                 search the grid on seed S only; the other --seeds train the
                                 point chosen on S's dev frame accuracy
   --epochs N --block-size TAU --nnet-opts 'key=value ...'
+  --warm-start-epochs K         the MA and BMUF runs start from the single run's model after
+                                epoch K and train the epochs after it (needs the row single)
   --ema-half-life-frames 'F[,F...]'  the EMA's half-life; a list keeps one EMA each, all decoded,
                                 the +ema row the one best on dev
   --dnn-opts '...' --lstm-opts '...'  config overrides of one architecture, after the profile's
@@ -488,6 +492,7 @@ if stage_on 8 || stage_on 9 || stage_on 10; then
     --workers-per-process "$workers_per_process" --num-nodes "$num_nodes" --seeds "$seeds" \
     --grid "$grid" --grid-seed "$grid_seed" \
     --epochs "$epochs" --block-size "$block_size" --averaging "$averaging" \
+    --warm-start-epochs "$warm_start_epochs" \
     --ma-lr-times-workers "$ma_lr_times_workers" --nnet-opts "$nnet_opts" \
     --arch-opts "$arch_opts" --controls-decoded-at "$controls_decoded_at" \
     --nnet-train-opts "$nnet_train_opts" --nnet-decode-opts "$nnet_decode_opts" \

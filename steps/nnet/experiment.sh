@@ -24,6 +24,10 @@ grid_seed=          # search the grid on this seed only: the other seeds train t
                     # there (its best dev frame accuracy) (default: every seed searches the grid)
 epochs=
 block_size=
+warm_start_epochs=  # k: every parallel run starts from its one-worker run's model after epoch k
+                    # (the `single` run of its arch and seed, trained first; its epoch-end
+                    # checkpoint, train.sh --init-model) and trains the epochs after k: k epochs
+                    # of one worker and the rest of N workers, the epochs of data of one run
 averaging=          # the averaged models' values, NAME=VALUE: "ema=90000 avg=0.5 lastk=2"
                     # (ema=30000,90000: one EMA each; a name not given takes its default)
 ma_lr_times_workers=true  # MA workers at N x the learning rate (Kaldi's rule)
@@ -63,6 +67,9 @@ Options:
                                 train the point chosen on S's dev frame accuracy (once S's grid
                                 is trained)
   --epochs N --block-size TAU   the runs' epochs and tau (default: the configs')
+  --warm-start-epochs K         start the parallel runs from the one-worker run's model after
+                                epoch K (a row 'single', no grid of its own) and train the
+                                epochs after it (steps/nnet/train.sh --init-model)
   --averaging 'ema=F avg=0.5 lastk=2'  the averaged models' values (emasr averaging-opts)
   --ma-lr-times-workers true|false  --nnet-config-dir DIR  --nnet-opts '...'
   --arch-opts 'dnn: k=v ...; lstm: k=v ...'  one architecture's overrides
@@ -144,7 +151,7 @@ nnet_runs() {
   # every run the options ask for, one a line: "dir arch base workers seed overrides..."
   local arch base seed n dir suffix overrides
   for arch in $archs; do
-    for base in $(base_strategies); do
+    for base in $(training_bases); do
       for n in $(workers_of "$base"); do
         for seed in $seeds; do
           while read -r suffix overrides; do
@@ -192,6 +199,24 @@ choose_grid_points() {
   done
 }
 
+training_bases() {
+  # the sync rules of the runs, in training order: with a warm start the one-worker runs first,
+  # the parallel runs starting from them
+  local base
+  if [ -n "$warm_start_epochs" ]; then
+    echo single
+    for base in $(base_strategies); do [ "$base" = single ] || echo "$base"; done
+  else
+    base_strategies
+  fi
+}
+
+warm_start_of() {
+  # warm_start_of ARCH SEED: the one-worker run's epoch-end checkpoint a parallel run starts from
+  printf '%s/checkpoints/epoch%03d-block000000\n' "$(run_prefix "$1" single 1)_s$2" \
+    "$warm_start_epochs"
+}
+
 nnet_dirs() {
   nnet_runs | cut -d' ' -f1
 }
@@ -225,6 +250,16 @@ declare -A grid_of_rule
 for base in $(base_strategies); do
   grid_of_rule[$base]=$(emasr tuning-grid --grid "$grid" "$base")
 done
+if [ -n "$warm_start_epochs" ]; then   # the one-worker runs the parallel ones start from
+  [[ $warm_start_epochs =~ ^[1-9][0-9]*$ ]] || \
+    { log "--warm-start-epochs '$warm_start_epochs': expected a number of epochs >= 1"; exit 1; }
+  [[ " $(base_strategies) " == *" single "* ]] || \
+    { log "--warm-start-epochs: expected a row 'single' in --strategies (the one-worker runs" \
+          "the parallel runs start from)"; exit 1; }
+  [ "${grid_of_rule[single]}" = - ] || \
+    { log "--warm-start-epochs: the 'single' runs have a --grid; a warm start needs one" \
+          "one-worker run per arch and seed"; exit 1; }
+fi
 
 train_runs() {
   # train every run of runs.list not trained yet
@@ -245,11 +280,17 @@ train_runs() {
     rm -f "$dir"/decode_*/.done
     start=$(date +%s)
     nodes=$([ "$base" = single ] && echo 1 || echo "$num_nodes")
+    warm=()
+    if [ -n "$warm_start_epochs" ] && [ "$base" != single ]; then
+      warm=(--init-model "$(warm_start_of "$arch" "$seed")")
+      [ -f "${warm[1]}/state.pt" ] || { log "${warm[1]}: expected the one-worker run's" \
+        "checkpoint after epoch $warm_start_epochs (its epochs: --epochs)"; exit 1; }
+    fi
     run steps/nnet/train.sh --cmd "$cuda_cmd" --nnet-config "$nnet_config_dir/$arch.yaml" \
       --num-workers "$((workers / nodes))" --num-nodes "$nodes" --strategy "$base" \
       ${epochs:+--epochs "$epochs"} \
       --workers-per-process "$([ "$base" = single ] && echo 1 || echo "$workers_per_process")" \
-      --set-opts "$set_opts" --resume true --trans-mdl "$trans_mdl" \
+      --set-opts "$set_opts" --resume true --trans-mdl "$trans_mdl" ${warm[@]+"${warm[@]}"} \
       ${train_extra[@]+"${train_extra[@]}"} "$targets" "$train_data" "$dev_data" "$dir" < /dev/null
     echo "$(( $(date +%s) - start )) s" > "$dir/.done"
   done < "$nnet_dir/runs.list"

@@ -17,6 +17,9 @@ block_size=     # tau: minibatches between syncs
 ema_decay=      # EMA decay per sync
 ema_half_life_frames=  # or: EMA half life in training frames
 epochs=
+init_model=     # warm start (train.init_model): a model file of this toolkit (final.pt, ema.pt) or
+                # an epoch-end checkpoint dir (<exp>/checkpoints/epochEEE-block000000); the run
+                # trains the epochs after the ones it had trained, up to --epochs
 set_opts=       # extra config overrides, space separated: "train.lr=0.2 model.hidden_dim=512"
 resume=false    # continue from the latest complete checkpoint
 max_restarts=0  # torchrun --max-restarts: restart the worker group this many times after a worker
@@ -32,8 +35,10 @@ help_message="Usage: $0 [options] <targets-dir> <train-data-dir> <dev-data-dir> 
 e.g.: $0 --num-workers 4 --strategy bmuf --ema-decay 0.99 --nnet-config conf/nnet/dnn.yaml \\
         exp/dnn/targets data/train_fbank data/dev_fbank exp/dnn
 Writes <exp-dir>/final.pt (and ema.pt with an EMA), checkpoints, metrics.jsonl, regime.json
-(frames per sync, syncs, BMUF's data rule); log in <exp-dir>/log/train.log. Before training,
-prints one warning line when BMUF's data rule is broken (emasr regime; log/regime.log).
+(frames per sync, syncs, the frames trained, BMUF's data rule, the warm start); log in
+<exp-dir>/log/train.log. Every epoch trains every frame of the data at any --num-workers (the
+epoch's last block is shorter). Before training, prints one warning line when BMUF's data rule
+is broken (emasr regime; log/regime.log).
 Options:
   --nnet-config FILE              YAML config (conf/nnet/dnn.yaml); defaults fill the rest
   --num-workers N                 synchronous workers on each node (default $num_workers)
@@ -44,7 +49,14 @@ Options:
   --strategy single|ma|bmuf       synchronization (default: the config's)
   --block-size TAU                minibatches between syncs
   --ema-decay A | --ema-half-life-frames F   EMA of the synchronized model
-  --epochs E                      epochs
+  --epochs E                      epochs (a warm start's included)
+  --init-model FILE|DIR           warm start: W_g, the averaged models and every worker start
+                                  at a model file's parameters (final.pt, ema.pt, ...) or at an
+                                  epoch-end checkpoint's W_g (<exp>/checkpoints/epochEEE-
+                                  block000000), the optimizers fresh; the run trains epochs
+                                  k+1..E after the file's k, the learning-rate schedule going
+                                  on from there (train.init_model; a file of another
+                                  architecture, input dimension or pdf set is refused)
   --set-opts 'k=v ...'            config overrides, e.g. 'train.lr=0.2 model.hidden_dim=512'
   --resume true                   continue from the latest complete checkpoint
   --max-restarts N                restart the worker group N times after a worker fails
@@ -101,6 +113,11 @@ done
 if [ -n "$nnet_config" ] && [ ! -f "$nnet_config" ]; then
   echo "$0: expected file $nnet_config to exist" >&2; exit 1
 fi
+if [ -n "$init_model" ] && [ ! -e "$init_model" ]; then
+  echo "$0: --init-model: expected file $init_model to exist (a model file or an epoch-end" \
+    "checkpoint dir)" >&2
+  exit 1
+fi
 if [ -n "$trans_mdl" ]; then
   [ -f "$trans_mdl" ] || { echo "$0: expected file $trans_mdl to exist" >&2; exit 1; }
   # Targets of one model trained against another's TransitionModel decode to nonsense: check
@@ -122,6 +139,8 @@ args=()
 [ -n "$ema_decay" ] && args+=(--ema-decay "$ema_decay")
 [ -n "$ema_half_life_frames" ] && args+=(--ema-half-life-frames "$ema_half_life_frames")
 [ -n "$epochs" ] && args+=(--epochs "$epochs")
+# a YAML single-quoted string, so that any path stays a string (its quotes doubled)
+[ -n "$init_model" ] && args+=(--set "train.init_model='${init_model//\'/\'\'}'")
 for kv in $set_opts; do args+=(--set "$kv"); done
 [ -n "$workers_per_process" ] && args+=(--set "dist.workers_per_process=$workers_per_process")
 # the regime before any work (emasr regime, from the targets' lengths, as the trainer deals the

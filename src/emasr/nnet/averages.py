@@ -47,7 +47,9 @@ def decay_from_half_life(frames_per_sync: float, half_life_frames: float) -> flo
 
 class ExponentialMovingAverage:
     """W_ema <- alpha * W_ema + (1 - alpha) * W_g after every sync from the `start`-th on (0: the
-    first), started at that sync's W_g."""
+    first), started at that sync's W_g. alpha is per full sync (tau minibatches of every
+    worker); a shorter block at an epoch's end decays by its own frames, alpha ** share, share
+    being its frames over a full sync's, so that the half-life stays a number of frames."""
 
     def __init__(self, decay: float, start: int = 0) -> None:
         if not 0.0 <= decay < 1.0:
@@ -57,16 +59,24 @@ class ExponentialMovingAverage:
         self.updates = 0
         self.syncs = 0      # syncs seen, the skipped ones included
 
-    def update(self, global_model: torch.Tensor, progress: float = 0.0) -> None:
+    def update(self, global_model: torch.Tensor, progress: float = 0.0,
+               share: float = 1.0) -> None:
         self.syncs += 1
         if self.syncs <= self.start:
             return
         if self.average is None:
             self.average = global_model.detach().clone()
         else:
+            decay = self.decay if share >= 1.0 else self.decay ** share
             # alpha * average + (1 - alpha) * W_g in one pass over the vector
-            self.average.lerp_(global_model, 1.0 - self.decay)
+            self.average.lerp_(global_model, 1.0 - decay)
         self.updates += 1
+
+    def seed(self, model: torch.Tensor, progress: float) -> None:
+        """Start at `model` (a warm start's), as if it were the W_g of a sync before this run; a
+        twin started after BMUF's warm-up (start > 0) keeps its own start."""
+        if self.start == 0:
+            self.average = model.detach().clone()
 
     def end_epoch(self, global_model: torch.Tensor) -> None:
         pass
@@ -89,7 +99,8 @@ class CumulativeAverage:
         self.average: torch.Tensor | None = None
         self.updates = 0
 
-    def update(self, global_model: torch.Tensor, progress: float = 0.0) -> None:
+    def update(self, global_model: torch.Tensor, progress: float = 0.0,
+               share: float = 1.0) -> None:
         if progress < self.start:
             return
         self.updates += 1
@@ -101,6 +112,12 @@ class CumulativeAverage:
 
     def end_epoch(self, global_model: torch.Tensor) -> None:
         pass
+
+    def seed(self, model: torch.Tensor, progress: float) -> None:
+        """Start at `model` (a warm start's, at `progress` of the run) when the average has begun
+        by then: it stands for the syncs before this run."""
+        if progress >= self.start:
+            self.average, self.updates = model.detach().clone(), 1
 
     def state_dict(self) -> dict:
         return {"start": self.start, "average": copy_or_none(self.average),
@@ -124,11 +141,16 @@ class LastEpochsAverage:
             return None
         return torch.stack(list(self.models)).mean(0)
 
-    def update(self, global_model: torch.Tensor, progress: float = 0.0) -> None:
+    def update(self, global_model: torch.Tensor, progress: float = 0.0,
+               share: float = 1.0) -> None:
         pass
 
     def end_epoch(self, global_model: torch.Tensor) -> None:
         self.models.append(global_model.detach().clone())
+
+    def seed(self, model: torch.Tensor, progress: float) -> None:
+        """Start with `model` (a warm start's: the global model at the end of its last epoch)."""
+        self.models.append(model.detach().clone())
 
     def state_dict(self) -> dict:
         return {"k": self.k, "models": [m.clone() for m in self.models]}

@@ -108,23 +108,30 @@ def train_cli(config_path, overrides, strategy, block_size, ema_decay, ema_half_
 def regime_cli(config_path, overrides, strategy, block_size, ema_decay, ema_half_life_frames,
                epochs, num_workers, as_json, targets_dir, train_dir) -> None:
     """Print the regime a training of N workers on TRAIN_DIR (with TARGETS_DIR's targets) runs
-    in, before any training: frames per epoch and per sync, syncs per epoch and in all, BMUF's
-    time constant and data rule, each EMA's decay per sync and half-life in syncs and epochs (the
-    numbers of regime.json, less the hardware). When BMUF's data rule is broken, one warning line
-    goes to stderr. Takes `emasr train`'s config options; steps/nnet/train.sh runs it first."""
+    in, before any training: frames per epoch and per sync, syncs per epoch and in all, the
+    frames trained, BMUF's time constant and data rule, each EMA's decay per sync and half-life
+    in syncs and epochs, the warm start (train.init_model, checked against the run) (the numbers
+    of regime.json, less the hardware). When BMUF's data rule is broken, one warning line goes
+    to stderr. Takes `emasr train`'s config options; steps/nnet/train.sh runs it first."""
     import json
 
-    from emasr.nnet import regime
+    from emasr.nnet import regime, warm_start
     from emasr.nnet.data import DataError, utterances_with_targets, validate_targets
-    from emasr.nnet.trainer import open_targets
+    from emasr.nnet.trainer import make_pipeline, open_targets, raw_feature_dim
 
     try:
         config = resolve_config(config_path, overrides, strategy, block_size, ema_decay,
                                 ema_half_life_frames, epochs)
         targets = open_targets(targets_dir)
         utts = utterances_with_targets(train_dir, targets, targets_dir, "training")
+        init = warm_start.read(config.train)
+        if init is not None:   # refused here, before train.sh starts the workers
+            pipeline = make_pipeline(config.features, train_dir)
+            warm_start.check(init, config, pipeline.output_dim(raw_feature_dim(train_dir)),
+                             targets.num_pdfs, pipeline)
         planned = regime.plan(config, num_workers,
-                              validate_targets(targets, utts, targets.num_pdfs, targets_dir))
+                              validate_targets(targets, utts, targets.num_pdfs, targets_dir),
+                              None if init is None else init.record())
     except (configs.ConfigError, DataError, ValueError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
     click.echo(json.dumps(planned, indent=1, sort_keys=True) if as_json

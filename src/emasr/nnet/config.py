@@ -87,6 +87,11 @@ class TrainConfig(Section):
     optimizer_impl: str = "default"   # default (torch's choice) | foreach | fused
     compile: bool = False             # torch.compile the forward and loss of a step
     compile_mode: str = "default"     # compile: default | reduce-overhead (CUDA graphs)
+    init_model: str | None = None     # a warm start: a model file (final.pt, ema.pt) or an
+                                      # epoch-end checkpoint dir; the run trains the epochs
+                                      # after the ones it trained (emasr.nnet.warm_start)
+    init_model_epochs: int | None = None   # the epochs init_model trained, for a file that
+                                      # does not record them
 
 
 @dataclass
@@ -242,6 +247,11 @@ def validate(config: Config) -> None:
     if d.resident_part_frames < 0:
         raise ConfigError("data.resident_part_frames must be >= 0 (0: the whole shard resident), "
                           f"got {d.resident_part_frames}")
+    if t.init_model_epochs is not None and t.init_model_epochs < 0:
+        raise ConfigError(f"train.init_model_epochs must be >= 0, got {t.init_model_epochs}")
+    if t.init_model == "":
+        raise ConfigError("train.init_model must be a model file or checkpoint dir, or null "
+                          "(no warm start), got ''")
     if t.max_grad_norm < 0:
         raise ConfigError(f"train.max_grad_norm must be >= 0 (0: no clipping), got "
                           f"{t.max_grad_norm}")

@@ -12,6 +12,12 @@ lengths alone, with the warning line when the rule is broken, before any trainin
 
 Each EMA's decay per sync and half-life in syncs and epochs are here too: at N = 8 a half-life of
 a fixed number of frames is a few syncs.
+
+Every worker trains every minibatch of its shard each epoch (the last block of an epoch is as
+long as the longest shard's remainder: emasr.nnet.trainer), so an epoch trains all its frames at
+any number of workers: `frames_trained_per_epoch` is the data's frames and `frames_trained_total`
+adds up the run's epochs, a warm start's (emasr.nnet.warm_start; `init_model`) included, which is
+what compares one run's data with another's.
 """
 from __future__ import annotations
 
@@ -53,16 +59,19 @@ def ema_regime(name: str, decay: float, frames_per_sync: int, frames_per_epoch: 
 
 
 def compute(config, workers: int, frames_per_epoch: int, emas: dict[str, float] | None = None,
-            hardware: dict | None = None, syncs_per_epoch: int | None = None) -> dict:
+            hardware: dict | None = None, syncs_per_epoch: int | None = None,
+            init: dict | None = None) -> dict:
     """The regime of `config` trained by `workers` workers on `frames_per_epoch` target frames
     (all workers together); `emas`: EMA model name -> decay per sync; `syncs_per_epoch`: as the
-    shards give them (the fewest any worker's minibatches allow; default: the epoch's frames over
-    frames per sync)."""
+    shards give them (the longest shard's minibatches over tau, its last block short; default:
+    the epoch's frames over frames per sync, rounded up); `init`: the warm start's record
+    (emasr.nnet.warm_start.InitModel.record), whose epochs this run does not train again."""
     sync, train = config.sync, config.train
     per_batch = config.architecture.mode.minibatch_frames(config.data)
     per_sync = frames_per_sync(config, workers)
     if syncs_per_epoch is None:
-        syncs_per_epoch = frames_per_epoch // per_sync
+        syncs_per_epoch = -(-frames_per_epoch // per_sync)
+    trained_here = train.epochs - (init["epochs"] if init else 0)
     eta = block_momentum(sync, workers)
     per_process = config.dist.workers_per_process
     regime = {
@@ -71,7 +80,12 @@ def compute(config, workers: int, frames_per_epoch: int, emas: dict[str, float] 
         "data_seed": config.data.seed, "epochs": train.epochs,
         "frames_per_epoch": int(frames_per_epoch), "minibatch_frames": per_batch,
         "tau": sync.block_size, "frames_per_sync": per_sync,
-        "syncs_per_epoch": syncs_per_epoch, "syncs_total": syncs_per_epoch * train.epochs,
+        # this run's syncs (a warm start's epochs are not synced again)
+        "syncs_per_epoch": syncs_per_epoch, "syncs_total": syncs_per_epoch * trained_here,
+        # every frame of every epoch, the warm start's epochs counted at this run's frames
+        "frames_trained_per_epoch": int(frames_per_epoch),
+        "frames_trained_total": int(frames_per_epoch) * train.epochs,
+        "init_model": init,
         "block_momentum": eta,
         "block_lr": sync.block_lr if sync.strategy == "bmuf" else None,
         "warmup_blocks": sync.warmup_blocks if sync.strategy == "bmuf" else None,
@@ -91,29 +105,37 @@ def frames_per_sync(config, workers: int) -> int:
 
 
 def shard_syncs(config, lengths: list[int]) -> int:
-    """The syncs a worker's shard of utterances (`lengths`: target frames each) fills in an epoch;
-    an epoch ends at the last sync every worker can fill, the fewest of any shard."""
-    return config.architecture.mode.minibatches(lengths, config.data) // config.sync.block_size
+    """The syncs a worker's shard of utterances (`lengths`: target frames each) takes in an
+    epoch: its minibatches over tau, a last block short. An epoch's syncs are the most of any
+    shard (a shard that has run out sits the last ones out)."""
+    return -(-config.architecture.mode.minibatches(lengths, config.data) //
+             config.sync.block_size)
 
 
-def plan(config, workers: int, lengths: dict[str, int]) -> dict:
+def plan(config, workers: int, lengths: dict[str, int], init: dict | None = None) -> dict:
     """The regime `workers` workers will train in on the utterances of `lengths` (utterance ->
     target frames, every training utterance with targets), from the shards the trainer deals
-    them: regime.json's numbers, less the hardware, before any training."""
+    them: regime.json's numbers, less the hardware, before any training (`init`: the warm
+    start's record)."""
     utts = sorted(lengths)
     shards = [shard(utts, config.data.seed, g, workers) for g in range(workers)]
-    syncs = min(shard_syncs(config, [lengths[u] for u in part]) for part in shards)
+    syncs = max(shard_syncs(config, [lengths[u] for u in part]) for part in shards)
     averagers = build_averagers(config, frames_per_sync(config, workers))
     return compute(config, workers, sum(lengths.values()), ema_decays(averagers),
-                   syncs_per_epoch=syncs)
+                   syncs_per_epoch=syncs, init=init)
 
 
 def describe(regime: dict) -> str:
     """One line: the numbers a reader of a log needs."""
+    init = regime.get("init_model")
+    epochs = regime["epochs"] - (init["epochs"] if init else 0)
     text = (f"{regime['workers']} worker(s), {regime['frames_per_epoch']} frames per epoch, "
             f"{regime['frames_per_sync']} per sync (minibatch {regime['minibatch_frames']} x tau "
             f"{regime['tau']} x N {regime['workers']}), {regime['syncs_per_epoch']} syncs per "
-            f"epoch, {regime['syncs_total']} in {regime['epochs']} epochs")
+            f"epoch, {regime['syncs_total']} in {epochs} epochs")
+    if init:
+        text += (f" after {init['epochs']} epoch(s) of the warm start {init['path']}, "
+                 f"{regime['frames_trained_total']} frames trained in all")
     if regime["block_momentum"] is not None:
         text += f"; block momentum {regime['block_momentum']:.4g}"
     for ema in regime["emas"]:

@@ -348,9 +348,10 @@ class ResidentGroup:
 
     Each shard keeps its own view of its rows (its minibatches() are unchanged), and worker k's
     example i is example base[k] + i of the group's joint tables. Step i holds minibatch i of
-    every worker, exactly what each shard's minibatches() yields, while every worker has one
-    (the trainer's blocks end with the shortest shard, as they do for separate streams); a step
-    where some worker's minibatch is its short last one is gathered worker by worker."""
+    every worker, exactly what each shard's minibatches() yields, until the longest shard's run
+    out (a shard that has run out has None there, as the trainer's steps over separate streams
+    do); a step where some worker's minibatch is its short last one, or none, is gathered worker
+    by worker."""
 
     def __init__(self, shards: list[ResidentData]) -> None:
         self.shards = shards
@@ -387,13 +388,14 @@ class ResidentGroup:
         ids = torch.stack([order[:full * batch] + base for order, base in zip(orders, self.base)])
 
         def gathered() -> Iterator[StepBatches]:
-            for i in range(skip, min(-(-len(order) // batch) for order in orders)):
+            for i in range(skip, max(-(-len(order) // batch) for order in orders)):
                 if i < full:
                     x, y = joint.examples_of(ids[:, i * batch:(i + 1) * batch].reshape(-1))
                     yield from_stacked(x.view(count, batch, *x.shape[1:]),
                                        y.view(count, batch, *y.shape[1:]))
-                else:
+                else:   # None: that worker's shard has run out (it sits the step out)
                     yield StepBatches(shard.examples_of(order[i * batch:(i + 1) * batch])
+                                      if i * batch < len(order) else None
                                       for shard, order in zip(self.shards, orders))
 
         if joint.store == joint.device:
@@ -405,4 +407,5 @@ class ResidentGroup:
 def pinned(step: StepBatches) -> StepBatches:
     if step.stacked is not None:
         return from_stacked(*(t.pin_memory() for t in step.stacked))
-    return StepBatches((x.pin_memory(), y.pin_memory()) for x, y in step)
+    return StepBatches(None if batch is None else tuple(t.pin_memory() for t in batch)
+                       for batch in step)

@@ -2,12 +2,17 @@
 
 Every worker trains its local model on its own shard for a block of tau minibatches; then one
 all-reduce gives the mean of the local models (plus a few numbers piggybacked on the same vector:
-whether every worker has another full block, and the block's loss and accuracy sums); the sync rule
-turns it into the global model W_g and the point the workers restart from; the averaged models
-(the EMA and its controls, emasr.nnet.averages) follow W_g. An epoch ends after the last block that
-every worker can fill. The learning rate follows train.schedule (emasr.nnet.schedule), set before
-every block from the frames all workers have processed; a newbob epoch that does not lower the dev
-loss is rejected and training resumes from the state the epoch started from.
+whether any worker has another minibatch, and the block's loss, accuracy and frame sums); the sync
+rule turns it into the global model W_g and the point the workers restart from; the averaged
+models (the EMA and its controls, emasr.nnet.averages) follow W_g. Every worker trains every
+minibatch of its shard each epoch, so one worker and N workers train the same frames: the epoch's
+last blocks run until the longest shard is done, each worker training the minibatches it has left
+and sitting out the steps it has none for (its model goes into the mean as it is). The learning
+rate follows train.schedule (emasr.nnet.schedule), set before every block from the frames all
+workers have processed; a newbob epoch that does not lower the dev loss is rejected and training
+resumes from the state the epoch started from. A warm start (train.init_model,
+emasr.nnet.warm_start) starts every model at a file's parameters and the run at the epoch after
+the ones the file trained.
 
 A process may hold several workers (`dist.workers_per_process` K, emasr.nnet.workers): the N = K x
 processes workers are numbered rank * K + k, the sync first averages a process's K local models,
@@ -21,12 +26,12 @@ import logging
 import os
 import shutil
 import time
-from itertools import islice
+from itertools import islice, zip_longest
 
 import numpy as np
 import torch
 
-from emasr.nnet import checkpoint, config as configs, regime
+from emasr.nnet import checkpoint, config as configs, regime, warm_start
 from emasr.nnet.comm import (Communicator, destroy_process_group, init_process_group,
                               worker_device)
 from emasr.nnet.data import (DataError, Source, eval_batches, shard, utterances_with_targets,
@@ -45,7 +50,8 @@ from emasr.nnet.workers import batch_stats, make_workers, summed
 
 logger = logging.getLogger(__name__)
 
-EXTRAS = 4   # piggybacked on the sync vector: [next block ready, loss sum, correct, frames]
+EXTRAS = 5   # piggybacked on the sync vector: [another minibatch ready, loss sum, correct,
+             # labelled frames, the minibatches' frames (a sequence's chunks x chunk frames)]
 METRICS_EVERY_SECONDS = 10.0   # metrics.jsonl records are appended at most this often (and at
                                # every checkpoint and the end): opening the file for each block's
                                # record alone costs more than the record
@@ -122,6 +128,10 @@ class Trainer:
                             "targets must be at the network frame rate")
         self.input_dim = self._input_dim()
         self.num_pdfs = self.targets.num_pdfs
+        # a warm start's file, checked against this run before any work
+        self.init = warm_start.read(c.train)
+        if self.init is not None:
+            warm_start.check(self.init, c, self.input_dim, self.num_pdfs, self.pipeline)
         self.train_source = Source(self.train_dir, self.targets_dir, self.pipeline, self.targets,
                                    self.input_dim, self.num_pdfs)
         self.dev_source = Source(self.dev_dir, self.targets_dir, self.pipeline, self.targets,
@@ -130,6 +140,8 @@ class Trainer:
         self.dev_utts = utterances_with_targets(self.dev_dir, self.targets, self.targets_dir, "dev")
         torch.manual_seed(c.train.init_seed)   # the same initial model on every rank
         self.model = build_model(c.model, self.input_dim, self.num_pdfs).to(self.device)
+        if self.init is not None:   # before the workers copy it
+            self.init.load_into(self.model)
         self.mode = c.architecture.mode
         self.shards = [training_data(c.data.loader, self.train_source,
                                      shard(train_utts, c.data.seed, g, self.workers),
@@ -146,11 +158,11 @@ class Trainer:
         frames = torch.tensor([float(sum(lengths[u] for u in own))],
                               dtype=torch.float64, device=self.device)
         self.epoch_frames = int(self.comm.all_reduce(frames, "training frames").item())
-        # an epoch ends at the last block every worker can fill: the fewest syncs of any shard
-        syncs = torch.tensor([float(min(regime.shard_syncs(c, [lengths[u] for u in data.utts])
+        # an epoch ends when the longest shard is done: the most syncs of any shard
+        syncs = torch.tensor([float(max(regime.shard_syncs(c, [lengths[u] for u in data.utts])
                                         for data in self.shards))], device=self.device)
         self.syncs_per_epoch = int(self.comm.all_reduce(
-            syncs, "syncs per epoch", op=torch.distributed.ReduceOp.MIN).item())
+            syncs, "syncs per epoch", op=torch.distributed.ReduceOp.MAX).item())
         seeds = [c.train.init_seed * 1000 + g for g in self.worker_ids]
         torch.manual_seed(seeds[0])   # dropout per worker (several: a stream each)
         set_tf32(self.device, c.train.tf32)
@@ -169,7 +181,8 @@ class Trainer:
         self.averagers = build_averagers(c, self.frames_per_sync())
         self.regime = regime.compute(c, self.workers, self.epoch_frames,
                                      ema_decays(self.averagers), regime.hardware(self.device),
-                                     self.syncs_per_epoch)
+                                     self.syncs_per_epoch,
+                                     None if self.init is None else self.init.record())
         if self.rank == 0:
             logger.info("regime: %s", regime.describe(self.regime))
             if regime.warning(self.regime):
@@ -182,6 +195,22 @@ class Trainer:
         self.lr_scale = self.workers if c.sync.lr_times_workers else 1
         self.position = (0, 0)   # (epoch, blocks done in it)
         self.counters = {"syncs": 0, "frames": 0.0, "seconds_compute": 0.0, "seconds_train": 0.0}
+        if self.init is not None:
+            self.start_warm(initial)
+
+    def start_warm(self, initial: torch.Tensor) -> None:
+        """Go on from the init model's epochs: the run starts at the epoch after them, the
+        schedule at their frames (counted at this run's frames per epoch), and every averaged
+        model at the init model (W_g and the workers already are)."""
+        epochs = self.init.epochs
+        self.position = (epochs, 0)
+        self.counters["frames"] = float(epochs * self.epoch_frames)
+        for averager in self.averagers.values():
+            averager.seed(initial, self.progress())
+        if self.rank == 0:
+            logger.info("warm start from %s (%d epochs trained, sha256 %s): training epochs %d "
+                        "to %d", self.init.file, epochs, self.init.sha256[:12], epochs + 1,
+                        self.config.train.epochs)
 
     def _input_dim(self) -> int:
         expected = self.config.features.dim
@@ -240,26 +269,27 @@ class Trainer:
     def run_epoch(self, epoch: int, start_block: int) -> None:
         tau = self.config.sync.block_size
         # from the resume point on: the same epoch's data order, the minibatches before it
-        # skipped; step i holds every worker's minibatch i, while every worker has one
+        # skipped; step i holds every worker's minibatch i, until the longest shard is done (a
+        # worker whose shard has run out has None there: it sits the step out)
         if self.group is not None:
             steps = self.group.steps(epoch, skip=start_block * tau)
         else:
-            steps = zip(*[data.minibatches(epoch, skip=start_block * tau) for data in self.shards])
+            steps = zip_longest(*[data.minibatches(epoch, skip=start_block * tau)
+                                  for data in self.shards])
 
-        def next_block():   # tau steps of this process's workers
-            block = list(islice(steps, tau))
-            return block, len(block) == tau
+        def next_block():   # up to tau steps of this process's workers (none: it is done)
+            return list(islice(steps, tau))
 
-        block, full = next_block()
-        ready = self.all_ready(full)
+        block = next_block()
+        ready = self.first_block_ready(epoch, block, start_block)
         self.local.train()   # evaluation runs on copies: the workers stay in training mode
         index = start_block
         every = self.config.train.checkpoint_every_blocks
         while ready:
             self.set_lr()
             stats, seconds = self.train_block(block)
-            block, full = next_block()
-            ready, mean_stats = self.sync(full, stats)
+            block = next_block()
+            ready, mean_stats = self.sync(bool(block), stats)
             index += 1
             if not np.isfinite(mean_stats[0]):   # every rank sees the same mean: all stop here
                 raise DataError(
@@ -271,24 +301,42 @@ class Trainer:
             self.log_block(epoch, index, mean_stats)
             if every and index % every == 0:
                 self.save_checkpoint()
-        if index == start_block and start_block == 0:
-            raise DataError(f"epoch {epoch}: no worker could fill one block of {tau} minibatches; "
-                            "use a smaller sync.block_size or minibatch")
 
-    def all_ready(self, ready: bool) -> bool:
+    def first_block_ready(self, epoch: int, block: list, start_block: int) -> bool:
+        """Whether the epoch has a block to train from `start_block` on. At its start every
+        worker must have a minibatch: a shard that gives none has nothing to train (every
+        utterance of it skipped), which stops every rank with the same error."""
+        if start_block > 0:   # resumed mid-epoch: any worker with a minibatch left
+            return self.all_ready(bool(block), torch.distributed.ReduceOp.MAX)
+        empty = ([g for g, batch in zip(self.worker_ids, block[0]) if batch is None] if block
+                 else self.worker_ids)
+        if not self.all_ready(not empty, torch.distributed.ReduceOp.MIN):
+            mine = f" (worker {', '.join(map(str, empty))} here)" if empty else ""
+            raise DataError(f"epoch {epoch + 1}: a worker's shard gave no training minibatch"
+                            f"{mine}: every worker needs data (were its utterances skipped for "
+                            "their lengths? fewer workers or more utterances)")
+        return True
+
+    def all_ready(self, ready: bool, op) -> bool:
         flag = torch.tensor([1.0 if ready else 0.0], device=self.device)
-        self.comm.all_reduce(flag, "first-block check", op=torch.distributed.ReduceOp.MIN)
+        self.comm.all_reduce(flag, "first-block check", op=op)
         return bool(flag.item() > 0.5)
 
     def train_block(self, block: list) -> tuple[list[float], float]:
-        """tau steps of the process's workers (block[i][k]: worker k's minibatch i); returns the
-        workers' mean [loss sum, correct frames, labelled frames] and the seconds taken."""
+        """Up to tau steps of the process's workers (block[i][k]: worker k's minibatch i, None
+        where it sits out; no step at all once all of them are done); returns the workers' mean
+        [loss sum, correct frames, labelled frames, minibatch frames] and the seconds taken."""
+        if not block:
+            return [0.0, 0.0, 0.0, 0.0], 0.0
         start = time.perf_counter()
+        k = self.per_process
+        # a sequence's minibatch frames are its chunks x chunk frames: read from the shapes
+        frames = float(sum(batch[1].numel() for step in block for batch in step
+                           if batch is not None))
         # each step's stats are added up once per block, not at every step
         stats = [self.local.step(step) for step in block]
-        loss_sum, correct, frames = summed(stats)   # the block's one wait for the device
-        k = self.per_process
-        return [loss_sum / k, correct / k, frames / k], time.perf_counter() - start
+        loss_sum, correct, labelled = summed(stats)   # the block's one wait for the device
+        return [loss_sum / k, correct / k, labelled / k, frames / k], time.perf_counter() - start
 
     def pack(self, next_ready: bool, stats: list[float]) -> torch.Tensor:
         """[the mean of this process's local models, extras] (its share of the all-reduce), in one
@@ -304,7 +352,9 @@ class Trainer:
 
     def sync(self, next_ready: bool, stats: list[float]) -> tuple[bool, list[float]]:
         """One all-reduce of [model vector, extras] (each process's mean over its workers, so the
-        result is the mean over all N); the rule and the EMA take it from there."""
+        result is the mean over all N); the rule and the EMA take it from there. Returns whether
+        any worker has another minibatch, and the block's [loss sum, correct, labelled frames]
+        (means over the workers)."""
         packed = self.pack(next_ready, stats)
         if self.rule.communicates:
             self.comm.mean(packed)   # in place
@@ -313,12 +363,15 @@ class Trainer:
         if self.rule.communicates:   # `single`: the restart is the worker's own model already
             self.local.load_vector(restart)
         self.counters["syncs"] += 1
-        self.counters["frames"] += extras[-1] * self.workers
+        self.counters["frames"] += round(extras[3] * self.workers)   # whole frames (float32)
         progress = self.progress()
+        # a block shorter than tau steps of every worker (an epoch's end) has its share of a
+        # full sync's frames: the EMA decays by it
+        share = min(1.0, extras[4] * self.workers / self.frames_per_sync())
         for averager in self.averagers.values():
-            averager.update(self.rule.global_model, progress)
-        ready = extras[0] > 1.0 - 0.5 / self.world
-        return ready, extras[1:]
+            averager.update(self.rule.global_model, progress, share)
+        ready = extras[0] > 0.5 / self.world   # the mean of 0/1 flags: any
+        return ready, extras[1:4]
 
     # -- evaluation and epoch end -------------------------------------------------------------
     def evaluate(self, vector: torch.Tensor) -> tuple[float, float]:

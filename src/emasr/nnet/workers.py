@@ -4,9 +4,10 @@ Each of the K virtual workers is exactly a real worker of global index rank * K 
 local model, optimizer state, dropout random stream and gradient clipping. Two implementations:
 
 - `StackedWorkers` (the DNN): the K models' parameters stacked along a new first dimension, one
-  batched forward (batched matmuls, StackedWorkers.forward) and backward, one optimizer over the
-  stacked tensors. SGD with momentum and Adam update element by element, so one optimizer over
-  [K, ...] tensors is K independent optimizers; its state for worker k is the slice [k].
+  batched forward (batched matmuls, StackedWorkers.forward) and backward, and K optimizers in
+  the layout emasr.nnet.stacked_optim chooses: SGD with momentum updates element by element, so
+  one optimizer over [K, ...] tensors is K independent optimizers (worker k's state is the slice
+  [k]); Adam also counts steps per tensor, so it runs over each worker's slices.
 - `LoopWorkers` (the LSTM, a batchnorm DNN, and K = 1): K ordinary modules and optimizers run one
   after the other. torch.func.vmap has no batching rule for nn.LSTM (aten::lstm), and a
   hand-written LSTMP cell under vmap was 4x slower than K fused nn.LSTM calls on the CPU
@@ -14,6 +15,10 @@ local model, optimizer state, dropout random stream and gradient clipping. Two i
 
 A worker's dropout stream is seeded as a real worker's (train.init_seed * 1000 + its global index)
 and used by nothing else, so it draws the masks that worker would draw.
+
+A step's minibatch of a worker may be None: at an epoch's end a worker whose shard has run out
+sits the step out, as a real worker takes no step (no update, no optimizer state, no dropout
+draw); its statistics are zeros.
 
 Both run a step's forward and loss in the precision of `train.precision` (emasr.nnet.precision),
 optionally compiled (`train.compile`, `train.compile_mode`), and count the labelled frames on the
@@ -34,6 +39,7 @@ from emasr.nnet.flat import (check_mean_size, mean_to_vector, model_to_vector, s
 from emasr.nnet.input_modes import INPUT_MODES
 from emasr.nnet.models import ACTIVATIONS
 from emasr.nnet.precision import autocast, compiled, kept, new_step
+from emasr.nnet.stacked_optim import make_stacked_optimizer
 
 
 def correct_frames(log_probs: torch.Tensor, labels: torch.Tensor,
@@ -160,19 +166,25 @@ class LoopWorkers:
             return batch_stats(predict(model, x, self.data_config), y)
         return loss
 
-    def step(self, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
-        """One minibatch per worker; returns [K, 3]: each worker's batch_stats (loss per frame,
-        correct frames, labelled frames; on the device: nothing here waits for it)."""
+    def step(self, batches: list[tuple[torch.Tensor, torch.Tensor] | None]) -> torch.Tensor:
+        """One minibatch per worker (None: the worker sits the step out); returns [K, 3]: each
+        worker's batch_stats (loss per frame, correct frames, labelled frames; zeros for a worker
+        that sat out; on the device: nothing here waits for it)."""
         new_step(self.compile_mode)
         # the statistics are outputs of the compiled loss, read once per block: under CUDA
         # graphs the next step's replay overwrites them, so what is returned must be a copy
         # (the stack of several workers' is one already)
         if self.streams is None:   # one worker: no stream to switch to, nothing to stack
+            if batches[0] is None:
+                return torch.zeros(1, 3, device=self.device)
             return kept(self.step_one(0, *batches[0]).unsqueeze(0), self.compile_mode)
         out = []
-        for k, (x, y) in enumerate(batches):
+        for k, batch in enumerate(batches):
+            if batch is None:
+                out.append(torch.zeros(3, device=self.device))
+                continue
             with self.stream(k):
-                out.append(self.step_one(k, x, y))
+                out.append(self.step_one(k, *batch))
         return torch.stack(out)
 
     def step_one(self, k: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -242,7 +254,9 @@ class StackedWorkers:
         self.names = [name for name, _ in model.named_parameters()]
         self.params = {name: nn.Parameter(p.detach().unsqueeze(0).repeat(k, *[1] * p.dim()))
                        for name, p in model.named_parameters()}
-        self.optimizer = make_optimizer([self.params[n] for n in self.names])
+        # K optimizers in the layout the optimizer's state needs (emasr.nnet.stacked_optim)
+        self.optimizer = make_stacked_optimizer(
+            make_optimizer, [self.params[n] for n in self.names], device)
         self.streams = [new_stream(s, device) for s in seeds]
         self.device, self.max_grad_norm, self.precision = device, max_grad_norm, precision
         self.compile_mode = compile_mode
@@ -290,42 +304,49 @@ class StackedWorkers:
         stream as nn.Dropout draws them (bernoulli(1 - p) / (1 - p)), padded with zeros. Each is
         drawn into its rows of the stacked mask, which is scaled once: K + 1 kernels a layer (one
         more to zero the padding), where drawing, scaling and copying each worker's mask apart
-        took 3K + 1."""
+        took 3K + 1. A worker that sits the step out (size 0) draws nothing."""
         make = torch.zeros if min(sizes) < rows else torch.empty
         out = []
         for p, width in self.dropouts:
             stacked = make(self.count, rows, width, device=self.device)
             for k, (stream, size) in enumerate(zip(self.streams, sizes)):
-                stacked[k, :size].bernoulli_(1 - p, generator=stream)
+                if size:
+                    stacked[k, :size].bernoulli_(1 - p, generator=stream)
             out.append(stacked.div_(1 - p))
         return tuple(out)
 
-    def stack(self, batches: list[tuple[torch.Tensor, torch.Tensor]], rows: int):
+    def stack(self, batches: list[tuple[torch.Tensor, torch.Tensor] | None], rows: int):
         """[K, rows, D] inputs and [K, rows] labels on the device, short minibatches padded (as
-        they are where one gather made them: emasr.nnet.resident.StepBatches)."""
+        they are where one gather made them: emasr.nnet.resident.StepBatches), a missing one
+        (None) all padding."""
         stacked = getattr(batches, "stacked", None)
         if stacked is not None:
             return tuple(t.to(self.device, non_blocking=True) for t in stacked)
-        if all(len(y) == rows for _, y in batches):
+        present = [batch for batch in batches if batch is not None]
+        if len(present) == self.count and all(len(y) == rows for _, y in present):
             return (torch.stack([x.to(self.device, non_blocking=True) for x, _ in batches]),
                     torch.stack([y.to(self.device, non_blocking=True) for _, y in batches]))
-        x = torch.zeros(self.count, rows, batches[0][0].shape[-1], device=self.device)
+        x = torch.zeros(self.count, rows, present[0][0].shape[-1], device=self.device)
         y = torch.full((self.count, rows), IGNORE, dtype=torch.long, device=self.device)
-        for k, (xk, yk) in enumerate(batches):
+        for k, batch in enumerate(batches):
+            if batch is None:
+                continue
+            xk, yk = batch
             x[k, :len(yk)] = xk.to(self.device, non_blocking=True)
             y[k, :len(yk)] = yk.to(self.device, non_blocking=True)
         return x, y
 
-    def step(self, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    def step(self, batches: list[tuple[torch.Tensor, torch.Tensor] | None]) -> torch.Tensor:
         """One minibatch per worker (a short one, at an epoch's end, padded with unlabelled
-        frames: each row of a DNN is computed on its own); returns [K, 3] as LoopWorkers.step."""
+        frames: each row of a DNN is computed on its own; None: the worker sits the step out,
+        its parameters and optimizer state untouched); returns [K, 3] as LoopWorkers.step."""
         new_step(self.compile_mode)
-        sizes = [len(y) for _, y in batches]
+        sizes = [0 if batch is None else len(batch[1]) for batch in batches]
         rows = max(sizes)
         x, y = self.stack(batches, rows)
         labelled = y != IGNORE
         counts = labelled.sum(1)
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()
         masks = self.masks(sizes, rows)
         with autocast(self.device, self.precision):
             log_probs = self.batched(self.params, x, masks)
@@ -339,7 +360,7 @@ class StackedWorkers:
         means.sum().backward()
         if self.max_grad_norm > 0:
             self.clip_gradients()
-        self.optimizer.step()
+        self.optimizer.step([k for k, size in enumerate(sizes) if size == 0])
         return torch.stack([means.detach(), correct, counts], dim=1)   # float, as means
 
     @torch.no_grad()
@@ -402,32 +423,17 @@ class StackedWorkers:
         model = {name: (self.params[name][k].detach().clone() if name in self.params
                         else value.clone())
                  for name, value in self.template.state_dict().items()}
-        saved = self.optimizer.state_dict()
-        optimizer = {"param_groups": copy.deepcopy(saved["param_groups"]),
-                     "state": {i: {key: value[k].clone() if per_worker(value) else value
-                                   for key, value in entry.items()}
-                               for i, entry in saved["state"].items()}}
-        return {"model": model, "optimizer": optimizer, "stream": self.streams[k].get_state()}
+        return {"model": model, "optimizer": self.optimizer.state(k),
+                "stream": self.streams[k].get_state()}
 
     @torch.no_grad()
     def load_states(self, states: list[dict]) -> None:
         for name in self.names:
             self.params[name].copy_(torch.stack([s["model"][name] for s in states]))
-        first = states[0]["optimizer"]
-        stacked = {"param_groups": copy.deepcopy(first["param_groups"]),
-                   "state": {i: {key: torch.stack([s["optimizer"]["state"][i][key] for s in states])
-                                 if per_worker(value) else value
-                                 for key, value in entry.items()}
-                             for i, entry in first["state"].items()}}
-        self.optimizer.load_state_dict(stacked)
+        self.optimizer.load([s["optimizer"] for s in states])
         for stream, state in zip(self.streams, states):
             if state["stream"] is not None:
                 stream.set_state(state["stream"])
-
-
-def per_worker(value) -> bool:
-    """Optimizer state with one entry per worker (momentum buffers), not shared (Adam's step)."""
-    return torch.is_tensor(value) and value.dim() > 0
 
 
 __all__ = ["LoopWorkers", "StackedWorkers", "batch_stats", "can_stack", "correct_frames",
