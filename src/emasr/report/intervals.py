@@ -16,8 +16,10 @@ What is resampled, and why:
 - **Seeds, with Student's t.** Three training runs are too few for a percentile bootstrap of
   seeds (3 seeds give 10 distinct draws, and the bootstrap's normal-like tails under-cover).
   Each replicate's statistic is the one of the seed means plus T * s / sqrt(S): T drawn from
-  Student's t with S - 1 degrees of freedom, s the replicate's standard deviation of the
-  per-seed statistics (the per-seed differences, where the systems share their seeds: paired).
+  Student's t with S - 1 degrees of freedom, s the standard deviation of the per-seed statistics
+  on the data as they are (the per-seed differences, where the systems share their seeds:
+  paired). It is a little conservative: s also holds the part of the speakers' noise that differs
+  from seed to seed, which the speaker level carries too.
   One seed leaves the speaker level alone: such an interval speaks for these speakers, not for
   another training run.
 
@@ -159,7 +161,7 @@ class Replicates:
         estimates = np.array([e.mean() for e in self.estimates[set_name]])
         per_seed = self.cers[set_name]
         with np.errstate(divide="ignore", invalid="ignore"):
-            values = self.seed_level(statistic, per_seed)
+            values = self.seed_level(statistic, per_seed, self.estimates[set_name])
             estimate = float(statistic(estimates))
         return Contrast(estimate, np.sort(values), min(len(s) for s in self.seeds),
                         self.utterances[set_name], self.speakers[set_name])
@@ -173,21 +175,24 @@ class Replicates:
             return float(np.std(statistic(means), ddof=1))
 
     def seed_level(self, statistic: Callable[[np.ndarray], np.ndarray],
-                   per_seed: list[np.ndarray]) -> np.ndarray:
-        """The statistic of the seed means, plus T * s / sqrt(S) per replicate: paired (s of the
-        per-seed statistics) where every system ran the same seeds, else each system's mean
-        moved by its own seed tuple's draw (s of its per-seed CERs)."""
+                   per_seed: list[np.ndarray], observed: list[np.ndarray]) -> np.ndarray:
+        """The statistic of the replicate's seed means, plus T * s / sqrt(S): s the spread of
+        the per-seed statistics on the data as they are (paired: of the per-seed differences)
+        where every system ran the same seeds, else each system's mean moved by its own seed
+        tuple's draw (s of its per-seed CERs). The observed spread, not each replicate's: a
+        resampled seed's value varies by the speakers drawn too, which the speaker level
+        already carries."""
         means = np.stack([c.mean(axis=1) for c in per_seed], axis=-1)       # [R, J]
         if len(set(self.seeds)) == 1:
             seeds = self.seeds[0]
             values = statistic(means)
             if len(seeds) > 1:
-                spread = statistic(np.stack(per_seed, axis=-1)).std(axis=1, ddof=1)   # [R]
+                spread = float(np.std(statistic(np.stack(observed, axis=-1)), ddof=1))
                 values = values + self.t_draws[seeds] * spread / math.sqrt(len(seeds))
             return values
-        moved = [c.mean(axis=1) + (self.t_draws[s] * c.std(axis=1, ddof=1) / math.sqrt(len(s))
+        moved = [c.mean(axis=1) + (self.t_draws[s] * np.std(o, ddof=1) / math.sqrt(len(s))
                                    if len(s) > 1 else 0.0)
-                 for c, s in zip(per_seed, self.seeds)]
+                 for c, o, s in zip(per_seed, observed, self.seeds)]
         return statistic(np.stack(moved, axis=-1))
 
 
