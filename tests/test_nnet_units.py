@@ -208,6 +208,18 @@ def test_exponential_decay_reaches_the_final_rate_at_the_planned_frames():
     assert decision.accepted and not decision.stop
 
 
+def test_a_linear_decay_anneals_to_its_final_rate_zero_included():
+    from emasr.nnet import config as configs
+
+    line = LearningRateSchedule("linear", 0.1, final_lr=0.0)
+    assert [line.lr_at(p) for p in (0.0, 0.25, 1.0, 1.5)] == pytest.approx([0.1, 0.075, 0.0, 0.0])
+    assert LearningRateSchedule("linear", 0.2).lr_at(0.5) == pytest.approx(0.11)   # to lr / 10
+    configs.resolve(None, ["train.schedule=linear", "train.final_lr=0"])
+    with pytest.raises(configs.ConfigError, match=r"train.final_lr must be in \(0, train.lr = "
+                                                   r"0.1\] for the exponential schedule, got 0"):
+        configs.resolve(None, ["train.lr=0.1", "train.final_lr=0"])
+
+
 def test_best_epochs_per_model_earliest_of_ties_and_none_for_a_model_never_scored():
     records = [{"epoch": 1, "dev_acc": 0.4},
                {"epoch": 2, "dev_acc": 0.6, "dev_acc_ema": 0.5},

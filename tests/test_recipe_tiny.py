@@ -5,6 +5,7 @@ alignments, the network targets made from this toolkit's own alignments, and the
 second run that is killed three times and rerun to the same results."""
 from __future__ import annotations
 
+import gzip
 import os
 import random
 import re
@@ -80,8 +81,16 @@ def test_tiny_recipe_end_to_end(tiny_run):
             assert float(cells[8].split()[0]) < gmm_cer(text, "mono", 2), cells
     for plot in ("dev_frame_accuracy.png", "training_loss.png", "speedup.png"):
         assert (recipe / "plots" / plot).stat().st_size > 1000
-    # the report's per-utterance counts rebuild it without the exp dirs
-    assert (recipe / "counts" / "utterances.tsv.gz").stat().st_size > 1000
+    # the report's per-utterance counts rebuild it without the exp dirs: every scoring setting
+    # (the intervals choose the LM weight again on each replicate's dev) and each utterance's
+    # real speaker (the recipe's pseudo-speakers of per-utterance CMVN mapped back)
+    with gzip.open(recipe / "counts" / "utterances.tsv.gz", "rt") as f:
+        lines = [line.rstrip("\n").split("\t") for line in f]
+    assert lines[0] == ["system", "set", "model", "seed", "utt", "speaker", "chars", "errors"]
+    assert all(len(line[7].split(",")) > 10 for line in lines[1:])   # LM weights x penalties
+    assert {line[5] for line in lines[1:] if line[1] == "test"} == {"S0764", "S0765"}
+    assert "scoring setting (LM weight, insertion penalty) chosen again on each replicate's" in text
+    assert "BMUF against one worker on dev: **" in text                  # the parity test
     regime = (recipe / "exp/nnet/dnn_bmuf_n2_s1/regime.json").read_text()
     assert '"workers": 2' in regime and '"frames_per_sync": 1024' in regime
     # a second run finds every marker and redoes nothing but the report

@@ -72,8 +72,9 @@ class TrainConfig(Section):
     momentum: float = 0.9
     weight_decay: float = 0.0
     max_grad_norm: float = 0.0        # clip each minibatch's gradient norm to this (0: off)
-    schedule: str = "exponential"     # exponential | newbob | constant (emasr.nnet.schedule)
-    final_lr: float | None = None     # exponential: the rate at the run's end (null: lr / 10)
+    schedule: str = "exponential"     # exponential | linear | newbob | constant (emasr.nnet.schedule)
+    final_lr: float | None = None     # exponential, linear: the rate at the end (null: lr / 10;
+                                      # linear may end at 0)
     newbob_start_halving: float = 0.01   # newbob: halve once the relative dev-loss gain is under
     newbob_end_halving: float = 0.001    # newbob: then stop once it is under this
     lr_decay: float = 0.5             # newbob: the halving factor
@@ -255,8 +256,11 @@ def validate(config: Config) -> None:
     if t.max_grad_norm < 0:
         raise ConfigError(f"train.max_grad_norm must be >= 0 (0: no clipping), got "
                           f"{t.max_grad_norm}")
-    if t.final_lr is not None and not 0 < t.final_lr <= t.lr:
-        raise ConfigError(f"train.final_lr must be in (0, train.lr = {t.lr}], got {t.final_lr}")
+    zero_ok = t.schedule == "linear"   # a geometric decay cannot reach 0
+    if t.final_lr is not None and not (0 < t.final_lr <= t.lr or (zero_ok and t.final_lr == 0)):
+        low = "[0" if zero_ok else "(0"
+        raise ConfigError(f"train.final_lr must be in {low}, train.lr = {t.lr}] for the "
+                          f"{t.schedule} schedule, got {t.final_lr}")
     if config.dist.workers_per_process < 1:
         raise ConfigError(f"dist.workers_per_process must be an integer >= 1, got "
                           f"{config.dist.workers_per_process}")

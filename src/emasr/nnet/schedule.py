@@ -5,6 +5,10 @@
   by all workers together: lr(p) = lr * (final_lr / lr) ** p with p = frames done / frames planned
   (epochs x the training set's labelled frames). The same frame sees the same rate for any number
   of workers. It is set before every block.
+- ``linear``: the rate falls in a straight line from ``train.lr`` to ``train.final_lr`` over the
+  same progress, lr(p) = lr + (final_lr - lr) * p; ``final_lr`` 0 anneals it to zero at the run's
+  end (how far the rate anneals decides how much an iterate average can add: Sandler et al.
+  2023, Morales-Brotons et al. 2024).
 - ``newbob`` (Kaldi nnet1's steps/nnet/train_scheduler.sh): after every epoch the global model's
   dev loss decides. An epoch whose dev loss is not lower than the best so far is rejected: the
   trainer restores the state the epoch started from. The relative improvement of the best dev loss
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SCHEDULES = ("exponential", "newbob", "constant")
+SCHEDULES = ("exponential", "linear", "newbob", "constant")
 
 
 @dataclass
@@ -53,9 +57,11 @@ class LearningRateSchedule:
 
     def lr_at(self, progress: float) -> float:
         """The rate at `progress` (frames done / frames planned, 0..1) of the run."""
+        p = min(max(progress, 0.0), 1.0)
         if self.kind == "exponential":
-            p = min(max(progress, 0.0), 1.0)
             self.lr = self.initial_lr * (self.final_lr / self.initial_lr) ** p
+        elif self.kind == "linear":
+            self.lr = self.initial_lr + (self.final_lr - self.initial_lr) * p
         return max(self.lr, self.min_lr)
 
     def end_epoch(self, dev_loss: float) -> EpochDecision:
