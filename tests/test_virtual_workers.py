@@ -219,14 +219,15 @@ def test_a_worker_without_a_minibatch_sits_the_step_out(optimizer):
 
 
 @pytest.mark.parametrize("tiny,extra", [(TINY_DNN, {}), (TINY_DNN, {"norm": "batchnorm"}),
-                                         (TINY_LSTM, {})])
+                                         (TINY_LSTM, {}), (TINY_LSTM, {"dropout": 0.2})])
 def test_the_sync_takes_the_mean_of_the_k_models_in_float64(tiny, extra):
     # what a process of K workers contributes to the all-reduce: the K vectors' mean in float64,
-    # rounded once (the stacked DNN, and the loop's models with batchnorm statistics and an LSTM)
+    # rounded once (the stacked DNN and LSTMP, and the loop's models with batchnorm statistics
+    # and an LSTM with dropout)
     model, c = tiny_model(tiny, **extra)
     workers = (StackedWorkers if can_stack(model) else LoopWorkers)(
         model, lambda p: torch.optim.SGD(p, lr=0.1), [1, 2, 3], torch.device("cpu"), 0.0,
-        **({} if can_stack(model) else {"data_config": c.data}))
+        data_config=c.data)
     rng = torch.Generator().manual_seed(4)
     with torch.no_grad():
         for column in workers.columns():
@@ -248,8 +249,8 @@ def test_the_sync_takes_the_mean_of_the_k_models_in_float64(tiny, extra):
             mean(torch.empty(size + 1), torch.empty(size + 1, dtype=torch.float64))
 
 
-def test_the_lstm_and_batchnorm_run_as_a_loop():
-    assert not can_stack(tiny_model(TINY_LSTM)[0])
+def test_batchnorm_and_an_lstm_with_dropout_run_as_a_loop():
+    assert not can_stack(tiny_model(TINY_LSTM, dropout=0.2)[0])
     assert not can_stack(tiny_model(TINY_DNN, norm="batchnorm")[0])
 
 

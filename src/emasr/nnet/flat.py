@@ -41,6 +41,8 @@ def mean_to_vector(columns: list[Sequence[torch.Tensor]], out: torch.Tensor,
     parameters instead (StackedWorkers.mean)."""
     sizes = [column[0].numel() for column in columns]
     check_mean_size(sum(sizes), out)
+    if len(columns[0]) == 1:   # one model: its vector (no sum, no rounding)
+        return torch.cat([column[0].reshape(-1) for column in columns], out=out)
     totals = [part.view(column[0].shape)
               for part, column in zip(accumulator.split(sizes), columns)]
     torch._foreach_copy_(totals, [column[0] for column in columns])

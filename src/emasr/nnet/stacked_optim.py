@@ -92,15 +92,19 @@ class StackedOptimizer:
         """Worker k's optimizer state_dict, as a real worker's optimizer writes it."""
         saved = self.optimizer.state_dict()
         return {"param_groups": [one_group(saved)],
-                "state": {i: {key: value[k].clone() if per_worker(value) else value
+                "state": {i: {key: value[k].clone(memory_format=torch.contiguous_format)
+                              if per_worker(value) else value
                               for key, value in entry.items()}
                           for i, entry in saved["state"].items()}}
 
     def load(self, states: list[dict]) -> None:
+        """The K workers' states, each buffer laid out as its parameter is (a stacked weight may
+        be a transpose: emasr.nnet.workers.stacked)."""
         first = states[0]
         self.optimizer.load_state_dict({
             "param_groups": copy.deepcopy(first["param_groups"]),
-            "state": {i: {key: torch.stack([s["state"][i][key] for s in states])
+            "state": {i: {key: torch.empty_like(self.params[i]).copy_(
+                              torch.stack([s["state"][i][key] for s in states]))
                           if per_worker(value) else value for key, value in entry.items()}
                       for i, entry in first["state"].items()}})
 

@@ -343,10 +343,7 @@ class Trainer:
         buffer reused by every sync: allocating model-sized vectors anew costs page faults at
         every sync."""
         average = self.packed[:-EXTRAS]
-        if self.per_process == 1:
-            model_to_vector(self.model, out=average)
-        else:
-            self.local.mean(average, self.worker_sum)
+        self.local.mean(average, self.worker_sum)   # one worker: its model's vector
         self.packed[-EXTRAS:].copy_(torch.tensor([1.0 if next_ready else 0.0, *stats]))
         return self.packed
 

@@ -8,10 +8,11 @@ local model, optimizer state, dropout random stream and gradient clipping. Two i
   the layout emasr.nnet.stacked_optim chooses: SGD with momentum updates element by element, so
   one optimizer over [K, ...] tensors is K independent optimizers (worker k's state is the slice
   [k]); Adam also counts steps per tensor, so it runs over each worker's slices.
-- `LoopWorkers` (the LSTM, a batchnorm DNN, and K = 1): K ordinary modules and optimizers run one
-  after the other. torch.func.vmap has no batching rule for nn.LSTM (aten::lstm), and a
-  hand-written LSTMP cell under vmap was 4x slower than K fused nn.LSTM calls on the CPU
-  (docs/training.md).
+  The LSTMP (without dropout, in fp32, eager, on a CPU) stacks the same way, one worker too:
+  each layer is one autograd Function of batched matmuls over the K workers
+  (emasr.nnet.lstmp), faster than nn.LSTM for one worker and than a loop over K of them.
+- `LoopWorkers` (a DNN alone, a batchnorm DNN, the TDNN, any other LSTMP): K ordinary modules
+  and optimizers run one after the other.
 
 A worker's dropout stream is seeded as a real worker's (train.init_seed * 1000 + its global index)
 and used by nothing else, so it draws the masks that worker would draw.
@@ -33,11 +34,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from emasr.nnet import lstmp
 from emasr.nnet.data import IGNORE
 from emasr.nnet.flat import (check_mean_size, mean_to_vector, model_to_vector, state_tensors,
                              vector_to_model)
 from emasr.nnet.input_modes import INPUT_MODES
-from emasr.nnet.models import ACTIVATIONS
+from emasr.nnet.models import ACTIVATIONS, LSTMP
 from emasr.nnet.precision import autocast, compiled, kept, new_step
 from emasr.nnet.stacked_optim import make_stacked_optimizer
 
@@ -95,10 +97,14 @@ def new_stream(seed: int, device: torch.device) -> torch.Generator:
 STACKABLE = (nn.Linear, nn.LayerNorm, nn.Dropout, *ACTIVATIONS.values())
 
 
-def can_stack(model: nn.Module) -> bool:
+def can_stack(model: nn.Module, precision: str = "fp32", compile_mode: str | None = None) -> bool:
     """Whether K copies of `model` can run as one batched computation (StackedWorkers): the DNN
     when each of its layers is STACKABLE (batchnorm updates running statistics of its own in
-    every worker, so it runs as a loop)."""
+    every worker, so it runs as a loop); the LSTMP without dropout, in fp32 and eager (its
+    layers are emasr.nnet.lstmp's Function, which neither autocast nor torch.compile knows)."""
+    if isinstance(model, LSTMP):
+        return (model.lstm.proj_size > 0 and model.lstm.dropout == 0 and precision == "fp32"
+                and compile_mode is None)
     return not INPUT_MODES[model.input_mode].sequence and isinstance(
         getattr(model, "layers", None), nn.Sequential) and \
         all(isinstance(m, STACKABLE) for m in model.layers)
@@ -108,10 +114,16 @@ def make_workers(model: nn.Module, make_optimizer, seeds: list[int], device: tor
                  max_grad_norm: float, data_config, precision: str = "fp32",
                  compile_mode: str | None = None):
     """K = len(seeds) workers starting from `model`; seeds are their dropout streams' (for K = 1
-    the process's global torch RNG, seeded by the caller, is the worker's stream)."""
-    if len(seeds) > 1 and can_stack(model):
+    the process's global torch RNG, seeded by the caller, is the worker's stream). Stacked: a
+    DNN of K > 1 workers, and an LSTMP on a CPU, one worker too (its Function beats nn.LSTM
+    there, bench/roofline.py; a GPU runs nn.LSTM as cuDNN's fused kernels, not measured
+    against it)."""
+    stack = can_stack(model, precision, compile_mode) and (
+        device.type == "cpu" if isinstance(model, LSTMP) else len(seeds) > 1)
+    if stack:
         return StackedWorkers(model, make_optimizer, seeds, device, max_grad_norm,
-                              precision=precision, compile_mode=compile_mode)
+                              precision=precision, compile_mode=compile_mode,
+                              data_config=data_config)
     return LoopWorkers(model, make_optimizer, seeds, device, max_grad_norm, data_config,
                        precision=precision, compile_mode=compile_mode)
 
@@ -235,15 +247,32 @@ class LoopWorkers:
                 self.streams[k].set_state(state["stream"])
 
 
+def stacked(p: torch.Tensor, k: int, transposed: bool) -> nn.Parameter:
+    """K copies of parameter p, [K, ...]. `transposed`: a Linear's weight [out, in], kept as the
+    transpose of a [K, in, out] tensor. The forward multiplies by that transpose (x W^T), so
+    autograd's batched matmul gives the weight's gradient in the parameter's own layout; in a
+    [K, out, in] layout every weight's gradient was copied at every step (13% of a step of 8
+    stacked DNNs 8x512 on 2 CPU cores, by torch.profiler)."""
+    if transposed:
+        return nn.Parameter(p.detach().t().unsqueeze(0).repeat(k, 1, 1).transpose(1, 2))
+    return nn.Parameter(p.detach().unsqueeze(0).repeat(k, *[1] * p.dim()))
+
+
 class StackedWorkers:
-    """K DNNs as stacked parameters [K, ...], trained as one batched computation."""
+    """K DNNs or LSTMPs as stacked parameters [K, ...], trained as one batched computation."""
 
     def __init__(self, model: nn.Module, make_optimizer, seeds: list[int], device: torch.device,
                  max_grad_norm: float, precision: str = "fp32",
-                 compile_mode: str | None = None) -> None:
+                 compile_mode: str | None = None, data_config=None) -> None:
         k = len(seeds)
         self.template = model
-        self.layers = [(f"layers.{i}", layer) for i, layer in enumerate(model.layers)]
+        # an LSTMP's forward (emasr.nnet.lstmp): its shape, and the steps whose outputs train
+        self.lstmp = None if not isinstance(model, LSTMP) else {
+            "layers": model.lstm.num_layers,
+            "start": data_config.left_context + data_config.output_delay,
+            "frames": data_config.chunk_frames}
+        self.layers = [(f"layers.{i}", layer)
+                       for i, layer in enumerate(getattr(model, "layers", []))]
         self.dropouts: list[tuple[float, int]] = []   # (p, width) of each dropout layer
         width = None
         for _, layer in self.layers:
@@ -252,7 +281,9 @@ class StackedWorkers:
             if isinstance(layer, nn.Dropout):
                 self.dropouts.append((float(layer.p), width))
         self.names = [name for name, _ in model.named_parameters()]
-        self.params = {name: nn.Parameter(p.detach().unsqueeze(0).repeat(k, *[1] * p.dim()))
+        linear = {f"{name}.weight" for name, m in model.named_modules()
+                  if isinstance(m, nn.Linear)}
+        self.params = {name: stacked(p, k, transposed=name in linear)
                        for name, p in model.named_parameters()}
         # K optimizers in the layout the optimizer's state needs (emasr.nnet.stacked_optim)
         self.optimizer = make_stacked_optimizer(
@@ -266,6 +297,10 @@ class StackedWorkers:
     def count(self) -> int:
         return len(self.streams)
 
+    def labels(self, y: torch.Tensor) -> torch.Tensor:
+        """Labels [K, rows] in the order of forward's rows (a DNN's are its frames')."""
+        return y if self.lstmp is None else lstmp.labels_of(y)
+
     def forward(self, params: dict, x: torch.Tensor, masks: tuple) -> torch.Tensor:
         """The K DNNs on [K, rows, D] inputs -> [K, rows, P] log-posteriors, layer by layer as
         DNN.forward: a Linear is one batched matmul with its bias (baddbmm), a LayerNorm one
@@ -276,7 +311,9 @@ class StackedWorkers:
         rather than torch.func.vmap over functional_call: vmap's rule for linear is a matmul, a
         bias scaling and an add (two kernels more per layer forward, one backward), and its
         batching machinery costs the host more per step than the operations themselves for a
-        small DNN (bench/train.py (i) counts the operations)."""
+        small DNN (bench/train.py (i) counts the operations). K LSTMPs: emasr.nnet.lstmp."""
+        if self.lstmp is not None:
+            return lstmp.forward(params, x, **self.lstmp)
         masks = iter(masks)
         for name, layer in self.layers:
             if isinstance(layer, nn.Linear):
@@ -326,8 +363,9 @@ class StackedWorkers:
         if len(present) == self.count and all(len(y) == rows for _, y in present):
             return (torch.stack([x.to(self.device, non_blocking=True) for x, _ in batches]),
                     torch.stack([y.to(self.device, non_blocking=True) for _, y in batches]))
-        x = torch.zeros(self.count, rows, present[0][0].shape[-1], device=self.device)
-        y = torch.full((self.count, rows), IGNORE, dtype=torch.long, device=self.device)
+        x = torch.zeros(self.count, rows, *present[0][0].shape[1:], device=self.device)
+        y = torch.full((self.count, rows, *present[0][1].shape[1:]), IGNORE, dtype=torch.long,
+                       device=self.device)
         for k, batch in enumerate(batches):
             if batch is None:
                 continue
@@ -338,12 +376,14 @@ class StackedWorkers:
 
     def step(self, batches: list[tuple[torch.Tensor, torch.Tensor] | None]) -> torch.Tensor:
         """One minibatch per worker (a short one, at an epoch's end, padded with unlabelled
-        frames: each row of a DNN is computed on its own; None: the worker sits the step out,
-        its parameters and optimizer state untouched); returns [K, 3] as LoopWorkers.step."""
+        frames or chunks: each row of a DNN and each chunk of an LSTMP is computed on its own;
+        None: the worker sits the step out, its parameters and optimizer state untouched);
+        returns [K, 3] as LoopWorkers.step."""
         new_step(self.compile_mode)
         sizes = [0 if batch is None else len(batch[1]) for batch in batches]
         rows = max(sizes)
         x, y = self.stack(batches, rows)
+        y = self.labels(y)
         labelled = y != IGNORE
         counts = labelled.sum(1)
         self.optimizer.zero_grad()
@@ -352,7 +392,7 @@ class StackedWorkers:
             log_probs = self.batched(self.params, x, masks)
             flat = log_probs.reshape(-1, log_probs.shape[-1]).float()
             losses = F.nll_loss(flat, y.reshape(-1), ignore_index=IGNORE,
-                                reduction="none").view(self.count, rows).sum(1)
+                                reduction="none").view(self.count, -1).sum(1)
             means = losses / counts.clamp(min=1.0)
         correct = correct_frames(log_probs.detach(), y, labelled).sum(1)
         # worker k's loss depends on its slice of the parameters only: one backward gives each
@@ -392,7 +432,7 @@ class StackedWorkers:
         multi-tensor adds would take PyTorch's one-kernel-per-tensor path there, K x tensors
         launches per sync. On a CPU model by model (flat.mean_to_vector), where the float64
         reduction over the K rows is several times slower. Both give the same bits."""
-        if out.device.type == "cuda":
+        if out.device.type == "cuda" and self.count > 1:
             return self.mean_by_rows(out, accumulator)
         return mean_to_vector(self.columns(), out, accumulator)
 
@@ -420,8 +460,8 @@ class StackedWorkers:
 
     def state(self, k: int) -> dict:
         """Worker k's state in a real worker's layout (its module and optimizer state_dicts)."""
-        model = {name: (self.params[name][k].detach().clone() if name in self.params
-                        else value.clone())
+        model = {name: (self.params[name][k].detach().clone(memory_format=torch.contiguous_format)
+                        if name in self.params else value.clone())
                  for name, value in self.template.state_dict().items()}
         return {"model": model, "optimizer": self.optimizer.state(k),
                 "stream": self.streams[k].get_state()}
