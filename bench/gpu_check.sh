@@ -90,8 +90,9 @@ train() {   # train NAME 'extra config overrides' train.sh-options...
   echo "rc=$?"
   grep -E "epoch [0-9]+:|Error" "$out/exp/$name/log/train.log" | tail -8
 }
-dnn=(--nnet-config "$root/conf/nnet/dnn.yaml")
-lstm=(--nnet-config "$root/conf/nnet/lstm.yaml")
+# relative to the working directory: the committed log carries no machine's absolute paths
+dnn=(--nnet-config "$(realpath --relative-to=. "$root/conf/nnet/dnn.yaml")")
+lstm=(--nnet-config "$(realpath --relative-to=. "$root/conf/nnet/lstm.yaml")")
 ema=(--ema-half-life-frames 90000)
 train dnn_single      ""           "${dnn[@]}" --num-workers 1 --strategy single
 train dnn_single_fast "$fast_opts" "${dnn[@]}" --num-workers 1 --strategy single

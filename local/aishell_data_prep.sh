@@ -28,7 +28,7 @@ fi
 audio_dir=$1
 text_dir=$2
 for d in "$audio_dir" "$text_dir"; do
-  [ -d "$d" ] || { echo "$0: expected directory $d to exist" >&2; exit 1; }
+  [ -d "$d" ] || die "expected directory $d to exist"
 done
 
 emasr aishell-data-prep --out-dir "$out_dir" --sample-rate "$sample_rate" "$audio_dir" "$text_dir"

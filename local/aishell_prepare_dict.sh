@@ -24,11 +24,11 @@ if [ $# -ne 1 ]; then
   printf '%b\n' "$help_message" >&2; exit 1
 fi
 res_dir=$1
-[ -f "$res_dir/lexicon.txt" ] || { echo "$0: expected file $res_dir/lexicon.txt to exist" >&2; exit 1; }
+[ -f "$res_dir/lexicon.txt" ] || die "expected file $res_dir/lexicon.txt to exist"
 
 text_opts=()
 for f in $text; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
   text_opts+=(--text "$f")
 done
 emasr aishell-prepare-dict --dict-dir "$dict_dir" ${text_opts[@]+"${text_opts[@]}"} "$res_dir"

@@ -35,7 +35,7 @@ timings=("$@")
 
 for f in "$data/utt2num_frames" "$srcdir/final.mdl" "$srcdir/tree" "$srcdir/phones.txt" \
          "${timings[@]}"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 mkdir -p "$dir/log"
 split_data.sh "$data" "$nj"

@@ -39,7 +39,7 @@ if [ $# -ne 3 ]; then
 fi
 wav_dir=$1; text=$2; nnet_dir=$3
 for f in "$text" "$nnet_dir/$model.pt" "$graph/HCLG.fst" "$trans_mdl"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 
 data=data/$name
@@ -48,12 +48,12 @@ trap 'rm -rf "$tmp"' EXIT
 while read -r utt words; do
   [ -n "$utt" ] || continue
   wav=$wav_dir/$utt.wav
-  [ -f "$wav" ] || { echo "$0: $text names $utt, but $wav does not exist" >&2; exit 1; }
+  [ -f "$wav" ] || die "$text names $utt, but $wav does not exist"
   echo "$utt $(cd "$(dirname "$wav")" && pwd)/$utt.wav" >> "$tmp/wav.scp"
   echo "$utt $words" >> "$tmp/text"
   echo "$utt $utt" >> "$tmp/utt2spk"   # a speaker per utterance: CMVN per utterance
 done < "$text"
-[ -s "$tmp/wav.scp" ] || { echo "$0: no utterances in $text" >&2; exit 1; }
+[ -s "$tmp/wav.scp" ] || die "no utterances in $text"
 for f in wav.scp text utt2spk; do sort -o "$tmp/$f" "$tmp/$f"; done
 utils/utt2spk_to_spk2utt.pl "$tmp/utt2spk" > "$tmp/spk2utt"
 rm -rf "$data" && mv "$tmp" "$data"

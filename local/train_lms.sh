@@ -32,9 +32,9 @@ dict=$2
 dev_text=$3
 dir=$4
 lock_dirs "$dir"
-[ -e "$text" ] || { echo "$0: expected $text to exist" >&2; exit 1; }
+[ -e "$text" ] || die "expected $text to exist"
 for f in "$dict/lexicon.txt" "$dev_text"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 mkdir -p "$dir/log"
 

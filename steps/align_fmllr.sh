@@ -52,7 +52,7 @@ lock_dirs "$dir"
 
 for f in "$data/feats.scp" "$data/text" "$data/spk2utt" "$lang/L.fst" "$lang/words.txt" \
          "$lang/phones/silence.csl" "$srcdir/final.mdl" "$srcdir/tree"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 check_phones_compatible.sh "$lang/phones.txt" "$srcdir/phones.txt"
 mdl=$srcdir/final.mdl

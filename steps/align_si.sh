@@ -47,7 +47,7 @@ lock_dirs "$dir"
 
 for f in "$data/feats.scp" "$data/text" "$lang/L.fst" "$lang/words.txt" \
          "$srcdir/final.mdl" "$srcdir/tree"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 check_phones_compatible.sh "$lang/phones.txt" "$srcdir/phones.txt"
 cmvn_opts=$(cat "$srcdir/cmvn_opts" 2>/dev/null || true)
@@ -97,6 +97,6 @@ $cmd JOB=1:"$nj" "$dir/log/align.JOB.log" \
     $scale_opts \
     --max-failed "$max_failed" ${extra[@]+"${extra[@]}"} \
     "$dir/final.mdl" "$dir/tree" "$lang" "$sdata/JOB" "$dir/ali.JOB.gz" \
-  || { echo "$0: alignment failed; see $dir/log/align.*.log" >&2; exit 1; }
+  || die "alignment failed; see $dir/log/align.*.log"
 failed=$({ grep -h "skipping utterance" "$dir"/log/align.*.log || true; } | wc -l)
 log "done aligning data ($failed utterance(s) could not be aligned)"

@@ -32,7 +32,7 @@ cmvndir=${3:-$data/data}
 [ ! -d "$data" ] || lock_dirs "$data" "$cmvndir"
 
 for f in "$data/feats.scp" "$data/spk2utt"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 name=$(basename "$data")
 require_writable_dirs "$data" "$logdir" "$cmvndir" CMVN
@@ -40,7 +40,7 @@ cmvndir=$(cd "$cmvndir" && pwd)
 
 emasr compute-cmvn-stats ${extra_opts[@]+"${extra_opts[@]}"} "$data" "$cmvndir" \
   2> "$logdir/cmvn_$name.log" \
-  || { echo "$0: error computing CMVN stats; see $logdir/cmvn_$name.log:" >&2;
+  || { echo "Error: $0: error computing CMVN stats; see $logdir/cmvn_$name.log:" >&2;
        tail -n 5 "$logdir/cmvn_$name.log" >&2; exit 1; }
 
 log "succeeded computing CMVN stats for $name"

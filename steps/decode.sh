@@ -51,7 +51,7 @@ srcdir=$(dirname "$dir")
 [ -z "$model" ] && model=$srcdir/final.mdl
 
 for f in "$graphdir/HCLG.fst" "$graphdir/words.txt" "$data/feats.scp" "$data/cmvn.scp" "$model"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 # A graph of another model (other pdfs, or another tree with the same phones) makes the C++
 # decoder abort or decode nonsense: check before any work.
@@ -72,6 +72,9 @@ check_gmm_feat_dim "$model" "$data"
 norm_vars=--no-norm-vars
 case "$cmvn_opts" in *--norm-vars=true*) norm_vars=--norm-vars ;; esac
 
+# the record of what the dir's outputs were made from goes first, whatever stage this starts
+# at: it is written again once they are complete (utils/lib/inputs.sh)
+remove_inputs_record "$dir"
 mkdir -p "$dir/log"
 echo "$nj" > "$dir/num_jobs"
 split_data.sh "$data" "$nj"
@@ -100,4 +103,7 @@ if [ "$stage" -le 1 ] && [ "$skip_scoring" != true ]; then
   # shellcheck disable=SC2086
   "$scorer" --max-failed-fraction "$max_failed_fraction" $scoring_opts "$data" "$graphdir" "$dir"
 fi
+# what these lattices and scores were made from (utils/lib/inputs.sh), written last
+record_inputs "$dir" "$model" "$graphdir/HCLG.fst" "$graphdir/words.txt" "$data/feats.scp" \
+  "$data/cmvn.scp" "$data/text" "$data/utt2spk" ${transform_dir:+"$transform_dir"/trans.*}
 log "decoded $data into $dir"

@@ -81,7 +81,7 @@ fi
 for f in "$graphdir/HCLG.fst" "$graphdir/words.txt" "$graphdir/phones/silence.csl" \
          "$data/feats.scp" "$data/cmvn.scp" "$data/spk2utt" "$srcdir/tree" \
          "$alignment_model" "$adapt_model" "$final_model"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 check_phones_compatible.sh "$graphdir/phones.txt" "$srcdir/phones.txt"
 for model in "$alignment_model" "$adapt_model" "$final_model"; do
@@ -90,9 +90,9 @@ done
 if [ -n "$si_dir" ]; then
   si_nj=$(cat "$si_dir/num_jobs" 2>/dev/null || echo "")
   [ "$si_nj" = "$nj" ] || {
-    echo "$0: --si-dir $si_dir has num_jobs '$si_nj', this step runs $nj jobs (use --nj $si_nj)" >&2
+    echo "Error: $0: --si-dir $si_dir has num_jobs '$si_nj', this step runs $nj jobs (use --nj $si_nj)" >&2
     exit 1; }
-  [ -f "$si_dir/lat.1.gz" ] || { echo "$0: expected file $si_dir/lat.1.gz to exist" >&2; exit 1; }
+  [ -f "$si_dir/lat.1.gz" ] || die "expected file $si_dir/lat.1.gz to exist"
 fi
 cmvn_opts=$(cat "$srcdir/cmvn_opts" 2>/dev/null || true)
 silphonelist=$(cat "$graphdir/phones/silence.csl")
@@ -115,7 +115,9 @@ decode_opts=(--nj "$nj" --cmd "$cmd" --acwt "$acwt" --scoring-opts "$scoring_opt
              --max-failed-fraction "$max_failed_fraction")
 
 if [ "$stage" -le 2 ]; then
-  # an earlier decode's lattices and scores go first: a failed decode leaves none of them
+  # an earlier decode's lattices, scores and record of its inputs go first: a failed decode
+  # leaves none of them (steps/decode.sh records the inputs again at its end)
+  remove_inputs_record "$dir"
   rm -rf "$dir"/lat.*.gz "$dir/scoring_kaldi" "$dir"/wer_* "$dir"/cer_*
 fi
 if [ -z "$si_dir" ]; then
@@ -145,8 +147,7 @@ fi
 if [ "$stage" -le 2 ]; then
   log "decoding with $adapt_model on the adapted features"
   for n in $(seq "$nj"); do
-    [ -f "$dir/pre_trans.$n" ] || {
-      echo "$0: expected file $dir/pre_trans.$n to exist (stage 1)" >&2; exit 1; }
+    [ -f "$dir/pre_trans.$n" ] || die "expected file $dir/pre_trans.$n to exist (stage 1)"
     cp "$dir/pre_trans.$n" "$dir/trans.$n"
   done
   second_scoring=$skip_scoring

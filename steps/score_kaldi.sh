@@ -36,9 +36,9 @@ data=$1; lang_or_graph=$2; dir=$3
 lock_dirs "$dir"
 
 for f in "$data/text" "$lang_or_graph/words.txt"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
-ls "$dir"/lat.*.gz > /dev/null 2>&1 || { echo "$0: expected files $dir/lat.*.gz to exist" >&2; exit 1; }
+ls "$dir"/lat.*.gz > /dev/null 2>&1 || die "expected files $dir/lat.*.gz to exist"
 metrics=(--metric wer)
 [ "$cer" = true ] && metrics+=(--metric cer)
 if [ "$stage" -le 0 ]; then

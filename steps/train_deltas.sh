@@ -61,12 +61,12 @@ lock_dirs "$dir"
 for f in "$alidir/final.mdl" "$alidir/ali.1.gz" "$alidir/num_jobs" "$data/feats.scp" \
          "$data/text" "$lang/phones/roots.int" "$lang/phones/sets.int" \
          "$lang/phones/context_indep.csl" "$lang/topo" "$lang/L.fst"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 check_phones_compatible.sh "$lang/phones.txt" "$alidir/phones.txt"
 ali_nj=$(cat "$alidir/num_jobs")
 if [ -n "$nj" ] && [ "$nj" != "$ali_nj" ]; then
-  echo "$0: warning: --nj $nj ignored: using the $ali_nj jobs of $alidir (its alignment splits)" >&2
+  warn "--nj $nj ignored: using the $ali_nj jobs of $alidir (its alignment splits)"
 fi
 nj=$ali_nj
 cmvn_opts=$(cat "$alidir/cmvn_opts" 2>/dev/null || true)
@@ -105,5 +105,7 @@ init_numgauss
 gmm_training_passes no_transform
 link_final mdl occs
 leaves=$(emasr gmm-info "$dir/final.mdl" | awk '/number of pdfs/ {print $NF}')
-log "final $(grep -h "avg like per frame" "$dir/log/update.$((num_iters - 1)).log" | tail -n 1 || true)"
+# the update log's message only (its lines are log lines of their own: not two in one)
+like=$(grep -ho "overall avg like per frame = .*" "$dir/log/update.$((num_iters - 1)).log" | tail -n 1 || true)
+log "final: ${like:-no likelihood in $dir/log/update.$((num_iters - 1)).log}"
 log "done training the triphone system in $dir ($leaves pdfs)"

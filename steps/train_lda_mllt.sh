@@ -80,12 +80,12 @@ for f in "$alidir/final.mdl" "$alidir/ali.1.gz" "$alidir/num_jobs" "$data/feats.
          "$data/text" "$lang/phones/roots.int" "$lang/phones/sets.int" \
          "$lang/phones/silence.csl" "$lang/phones/context_indep.csl" "$lang/topo" \
          "$lang/L.fst"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 check_phones_compatible.sh "$lang/phones.txt" "$alidir/phones.txt"
 ali_nj=$(cat "$alidir/num_jobs")
 if [ -n "$nj" ] && [ "$nj" != "$ali_nj" ]; then
-  echo "$0: warning: --nj $nj ignored: using the $ali_nj jobs of $alidir (its alignment splits)" >&2
+  warn "--nj $nj ignored: using the $ali_nj jobs of $alidir (its alignment splits)"
 fi
 nj=$ali_nj
 [ -n "$cmvn_opts" ] || cmvn_opts=$(cat "$alidir/cmvn_opts" 2>/dev/null || true)
@@ -122,7 +122,7 @@ if [ "$stage" -le -5 ]; then
       $(seq -f "$dir/lda.%g.acc" 1 "$nj")
   rm -f "$dir"/lda.*.acc
 fi
-[ -f "$dir/0.mat" ] || { echo "$0: expected file $dir/0.mat to exist (stage -5)" >&2; exit 1; }
+[ -f "$dir/0.mat" ] || die "expected file $dir/0.mat to exist (stage -5)"
 
 if [ "$stage" -le -4 ]; then
   tree_stats

@@ -51,11 +51,11 @@ lock_dirs "$dir"
 
 for f in "$data/feats.scp" "$data/text" "$data/utt2spk" "$lang/L.fst" "$lang/topo" \
          "$lang/words.txt" "$lang/phones.txt" "$lang/phones/sets.int" "$lang/phones/silence.csl"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 case " $cmvn_opts " in
   *"--norm-means=false"*) ;;
-  *) [ -f "$data/cmvn.scp" ] || { echo "$0: expected file $data/cmvn.scp to exist" >&2; exit 1; } ;;
+  *) [ -f "$data/cmvn.scp" ] || die "expected file $data/cmvn.scp to exist" ;;
 esac
 
 mkdir -p "$dir/log"
@@ -125,5 +125,7 @@ done
 
 ln -sf "$x.mdl" "$dir/final.mdl"
 ln -sf "$x.occs" "$dir/final.occs"
-log "final $(grep -h "avg like per frame" "$dir/log/update.$((x - 1)).log" | tail -n 1 || true)"
+# the update log's message only (its lines are log lines of their own: not two in one)
+like=$(grep -ho "overall avg like per frame = .*" "$dir/log/update.$((x - 1)).log" | tail -n 1 || true)
+log "final: ${like:-no likelihood in $dir/log/update.$((x - 1)).log}"
 log "done training the monophone system in $dir"

@@ -87,12 +87,12 @@ for f in "$alidir/final.mdl" "$alidir/ali.1.gz" "$alidir/num_jobs" "$data/feats.
          "$data/text" "$data/spk2utt" "$lang/phones/roots.int" "$lang/phones/sets.int" \
          "$lang/phones/silence.csl" "$lang/phones/context_indep.csl" "$lang/topo" \
          "$lang/L.fst"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 check_phones_compatible.sh "$lang/phones.txt" "$alidir/phones.txt"
 ali_nj=$(cat "$alidir/num_jobs")
 if [ -n "$nj" ] && [ "$nj" != "$ali_nj" ]; then
-  echo "$0: warning: --nj $nj ignored: using the $ali_nj jobs of $alidir (its alignment splits)" >&2
+  warn "--nj $nj ignored: using the $ali_nj jobs of $alidir (its alignment splits)"
 fi
 nj=$ali_nj
 cmvn_opts=$(cat "$alidir/cmvn_opts" 2>/dev/null || true)

@@ -273,7 +273,7 @@ def test_copy_with_prefixes(six, tmp_path):
     dest = tmp_path / "copy"
     before = snapshot(six)
     result = run_ok(["copy_data_dir.sh", "--utt-prefix", "sp1.1-", "--spk-prefix", "sp1.1-", six, dest])
-    assert "Successfully validated" in result.stdout
+    assert "INFO cli.py:" in result.stderr and "successfully validated" in result.stderr
     assert lines(dest / "utt2spk")[0] == "sp1.1-spkA-u1 sp1.1-spkA"
     assert keys(dest / "cmvn.scp") == ["sp1.1-spkA", "sp1.1-spkB", "sp1.1-spkC"]
     assert lines(dest / "wav.scp")[0] == "sp1.1-spkA-u1 /audio/spkA-u1.wav"

@@ -33,7 +33,7 @@ def data(tmp_path) -> Path:
 def test_valid_dir_passes(data):
     result = validate(data, "--no-feats")
     assert result.returncode == 0, result.stderr
-    assert f"Successfully validated data-directory {data}" in result.stdout
+    assert f"successfully validated data-directory {data}" in result.stderr
 
 
 def test_feats_required_unless_no_feats(data):

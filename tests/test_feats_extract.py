@@ -254,6 +254,8 @@ def test_compute_fbank_cli_exit_status(tmp_path, fbank_conf):
     result = CliRunner().invoke(main, ["compute-fbank-feats", "--config", fbank_conf, str(scp),
                                        str(tmp_path / "f.ark"), str(tmp_path / "f.scp")])
     assert result.exit_code == 1  # as Kaldi: fails when no utterance succeeded
+    assert (f"Error: no utterance of {scp} succeeded (1 failed); the first, a: a "
+            f"({tmp_path / 'missing.wav'}): no such file") in result.output   # and says why
     write_wav(tmp_path / "b.wav", noise(4000))
     scp.write_text(f"a {tmp_path / 'missing.wav'}\nb {tmp_path / 'b.wav'}\n")
     result = CliRunner().invoke(main, ["compute-fbank-feats", "--config", fbank_conf, "--compress",

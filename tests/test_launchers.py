@@ -103,8 +103,10 @@ def test_a_failing_job_gives_exit_1_and_the_summary(launcher, work, standins):
     result = launch(launcher, ["JOB=1:3", "exp/x/log/f.JOB.log", "[", "JOB", "-ne", "2", "]"],
                     work, standins)
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1] == (
-        f"{launcher}: 1 / 3 failed, log is in exp/x/log/f.*.log")
+    # the console format: the summary is the last log line, at ERROR
+    assert re.fullmatch(rf"\S+ \S+ ERROR launcher.py:\d+ {launcher}: 1 / 3 failed, log is in "
+                        r"exp/x/log/f.\*.log", result.stderr.strip().splitlines()[-1]), \
+        result.stderr
     assert [ended_code(work / f"exp/x/log/f.{i}.log") for i in (1, 2, 3)] == [0, 1, 0]
 
 
@@ -370,7 +372,7 @@ def test_submit_failure_is_reported(launcher, work, standins):
 
 @pytest.mark.parametrize("launcher,submit", [("queue.pl", "qsub"), ("slurm.pl", "sbatch")])
 def test_a_task_killed_without_status_fails_instead_of_hanging(launcher, submit, work, standins,
-                                                               monkeypatch, capsys):
+                                                               monkeypatch, caplog):
     monkeypatch.setenv("PATH", f"{standins}:{os.environ['PATH']}")
     monkeypatch.chdir(work)
     # kill -9 $PPID kills the job's runner: no footer, no status file, as after an OOM kill.
@@ -380,7 +382,7 @@ def test_a_task_killed_without_status_fails_instead_of_hanging(launcher, submit,
     codes = grid.run_grid(scheduler, request, request.all_tasks(), check_interval=0.2,
                           vanish_grace=0.2)
     assert sorted((t.id, c) for t, c in codes.items()) == [(1, 0), (2, None)]
-    assert "no longer exists but task 2 wrote no exit status" in capsys.readouterr().err
+    assert "no longer exists but task 2 wrote no exit status" in caplog.text
     assert logged_exit_code("log/v.2.log") is None
     assert calls(standins, "qstat" if submit == "qsub" else "squeue")
 
@@ -459,3 +461,21 @@ def test_logged_exit_code(tmp_path):
     assert logged_exit_code(str(log)) == 128
     log.write_text("# Finished at Sun Nov 29 2026 with status 2\n")  # Kaldi's queue.pl
     assert logged_exit_code(str(log)) == 2
+
+
+def test_step_watch_names_a_gone_step_and_ignores_another_hosts():
+    import socket
+    import subprocess
+
+    from emasr.parallel.signals import StepWatch, process_start
+
+    host = socket.gethostname()
+    me = f"{os.getpid()}:{process_start(os.getpid())}:{host}"
+    assert StepWatch(me).gone() is None
+    child = subprocess.Popen(["sleep", "30"])
+    entry = f"{child.pid}:{process_start(child.pid)}"
+    child.kill()
+    child.wait()
+    assert StepWatch(f"{me} {entry}:{host}").gone() == child.pid
+    # the same PID on a cluster node's submitter means nothing here
+    assert StepWatch(f"{me} {entry}:not-{host}").gone() is None

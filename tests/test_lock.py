@@ -100,3 +100,53 @@ def test_the_dirs_a_parent_step_holds_pass_through_to_its_children(holder, tmp_p
                         env={"EMASR_LOCKED_DIRS": f"/elsewhere:{out}"})
     assert "in use by another step" not in result.stderr
     assert "expected" in result.stderr or "Error" in result.stderr, result.stderr
+
+
+def processes_naming(word: str) -> list[str]:
+    """The command lines of the running processes that have `word` in them (zombies excluded)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, IndexError):
+            continue
+        if word in cmdline and state != "Z":
+            found.append(f"{pid}: {cmdline}")
+    return found
+
+
+def test_no_process_outlives_train_sh_killed_by_its_own_pid(tmp_path):
+    # SIGKILL to train.sh alone (not its process group): run.pl, torchrun and the worker must not
+    # train on unowned, holding the exp dir's lock; a rerun then gets the dir
+    from nnet_synthetic import TINY_DNN, make_problem
+
+    targets, train, dev = make_problem(tmp_path)
+    exp = tmp_path / "exp_killed"
+    args = [str(REPO / "steps/nnet/train.sh"), "--set-opts",
+            " ".join([*TINY_DNN, "train.epochs=100000", "train.checkpoint_every_blocks=0"]),
+            targets, train, dev, str(exp)]
+    env = {**os.environ, "PATH": f"{REPO / 'utils'}:{os.environ['PATH']}", "LC_ALL": "C",
+           "EMASR_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    step = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while "epoch 1:" not in (read_or_empty(exp / "log" / "train.log")):
+        assert step.poll() is None and time.monotonic() < deadline, "the training never started"
+        time.sleep(0.1)
+    os.kill(step.pid, signal.SIGKILL)
+    step.wait()
+    deadline = time.monotonic() + 15
+    while survivors := processes_naming(str(exp)):
+        assert time.monotonic() < deadline, f"processes outlived train.sh: {survivors}"
+        time.sleep(0.1)
+    result = run_script(args[:2] + [" ".join(TINY_DNN)] + args[3:], env={
+        "EMASR_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr
+    assert (exp / "final.pt").exists() and not processes_naming(str(exp))
+
+
+def read_or_empty(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""

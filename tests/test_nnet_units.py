@@ -72,6 +72,8 @@ def test_config_rejects_unknown_keys_and_bad_values():
     ("dist.timeout_s=0", "dist.timeout_s must be > 0, got 0"),
     ("sync.block_size=0", "sync.block_size must be >= 1, got 0"),
     ("train.final_epoch=best", "train.final_epoch 'best': expected one of last, best_dev_acc"),
+    ("average.ema_half_life_frames=0.5",
+     r"average.ema_half_life_frames must be at least 1 frame .*, got \[0.5\]"),
 ])
 def test_config_refuses_degenerate_values(override, message):
     with pytest.raises(configs.ConfigError, match=message):

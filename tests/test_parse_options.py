@@ -74,9 +74,9 @@ def test_dashes_become_underscores_and_both_forms_work(script):
 
 
 def test_values_with_spaces_quotes_and_dollars_are_taken_literally(script):
-    result = run(script, "--cmd", "queue.pl --mem 2G", "--foo-bar", "a \"b\" $HOME `id` 'c'")
+    result = run(script, "--cmd", "run.pl --mem 2G", "--foo-bar", "a \"b\" $HOME `id` 'c'")
     got = values(result)
-    assert got["cmd"] == "queue.pl --mem 2G"
+    assert got["cmd"] == "run.pl --mem 2G"
     assert got["foo_bar"] == "a \"b\" $HOME `id` 'c'"
     assert values(run(script, "--foo-bar", ""))["foo_bar"] == ""
 

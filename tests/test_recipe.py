@@ -17,6 +17,14 @@ from conftest import REPO, run_script
 from recipe_helpers import fake_aishell, recipe_copy
 from report_synthetic import make_network_run
 
+
+def error_line(result) -> str:
+    """The one `Error:` line a failed run printed (the console format)."""
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1, result.stdout[-2000:] + result.stderr
+    return errors[0]
+
+
 def test_help_and_bad_options():
     run = REPO / "egs" / "aishell_sim" / "run.sh"
     result = run_script([str(run), "--help"])
@@ -73,8 +81,9 @@ def test_a_stage_done_with_other_settings_stops_the_run(tmp_path):
     # the small profile must not reuse the tiny profile's stage 0
     result = run_script(args + ["--profile", "small"], cwd=tmp_path)
     assert result.returncode == 1
-    assert "stage 0 (corpus in" in result.stdout and "other settings" in result.stdout
-    assert "profile: 'tiny' -> 'small'" in result.stdout and "Remove exp/done/stage0" in result.stdout
+    error = error_line(result)
+    assert "stage 0 (corpus in" in error and "other settings" in error
+    assert "profile: 'tiny' -> 'small'" in error and "Remove exp/done/stage0" in error
     assert run_script(args + ["--profile", "tiny"], cwd=tmp_path).returncode == 0   # as it was
 
 
@@ -103,7 +112,7 @@ def test_stage_zero_checks_the_corpus_and_is_skipped_when_done(tmp_path):
     (corpus / "resource_aishell" / "lexicon.txt").unlink()
     third = run_script(args, cwd=tmp_path)
     assert third.returncode == 1
-    assert "expected file" in third.stdout and "resource_aishell/lexicon.txt" in third.stdout
+    assert "expected file" in error_line(third) and "resource_aishell/lexicon.txt" in third.stderr
     assert not marker.exists()
 
 
@@ -112,7 +121,7 @@ def test_decoding_without_trained_networks_fails_clearly(tmp_path):
     result = run_script([str(recipe / "run.sh"), "--profile", "tiny", "--stage", "9",
                          "--stop-stage", "9"])
     assert result.returncode == 1
-    assert "no trained network in exp/nnet" in result.stdout
+    assert "no trained network in exp/nnet" in error_line(result)
 
 
 def test_nnet_train_opts_reach_train_sh_with_their_quoting(tmp_path):
@@ -165,7 +174,7 @@ def test_aishell_requires_unpacking_the_tarballs(tmp_path):
     (packed / "S0724.tar.gz").write_bytes(b"")   # as shipped: one tarball per speaker
     result = run_script([str(recipe / "run.sh"), "--corpus-dir", str(corpus), "--stop-stage", "0"])
     assert result.returncode == 1
-    assert "speaker tarballs" in result.stdout and "--extract true" in result.stdout
+    assert "speaker tarballs" in error_line(result) and "--extract true" in error_line(result)
 
 
 def test_a_worker_list_and_a_grid_train_each_strategy_at_each_count_and_point(tmp_path):
@@ -202,7 +211,7 @@ def test_a_grid_seed_searches_the_grid_and_the_other_seeds_train_its_choice(tmp_
               "--grid", "ma: train.lr=0.1,0.4", "--seeds", "1 2"]
     result = run_script([*stage8, "--grid-seed", "3"])
     assert result.returncode == 1
-    assert "--grid-seed '3': expected one of --seeds ('1 2')" in result.stdout
+    assert "--grid-seed '3': expected one of --seeds ('1 2')" in error_line(result)
     result = run_script([*stage8, "--grid-seed", "1"])
     # no targets yet: stage 8 lists its runs, then stops at the missing input
     assert result.returncode == 1 and "expected file exp/nnet/targets" in result.stdout + result.stderr
@@ -244,7 +253,8 @@ def test_workers_per_process_and_nodes_reach_the_parallel_runs_and_divide_every_
               "--archs", "dnn"]
     result = run_script([*stage8, "--num-workers", "2 4", "--workers-per-process", "4"])
     assert result.returncode == 1
-    assert "--workers-per-process '4': expected a number of workers that divides" in result.stdout
+    assert ("--workers-per-process '4': expected a number of workers that divides"
+            in error_line(result))
     assert not (recipe / "exp/nnet/runs.list").exists()   # stopped before any work
     # no targets yet: the first run's train.sh command is logged, then it stops at the input
     for strategies, k in (("bmuf", "2"), ("single bmuf", "1")):
@@ -255,7 +265,7 @@ def test_workers_per_process_and_nodes_reach_the_parallel_runs_and_divide_every_
     # M nodes: N / M workers on each; one worker's run stays on one node
     result = run_script([*stage8, "--num-workers", "2 3", "--num-nodes", "2"])
     assert result.returncode == 1
-    assert "--num-nodes '2': expected a number of nodes that divides every" in result.stdout
+    assert "--num-nodes '2': expected a number of nodes that divides every" in error_line(result)
     result = run_script([*stage8, "--num-workers", "4", "--num-nodes", "2",
                          "--strategies", "single bmuf"])
     assert "--num-workers 1 --num-nodes 1 " in result.stdout

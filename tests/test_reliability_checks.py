@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, YESNO, run_script
+from datadir_helpers import make_data_dir, snapshot, write_lines
 from decode_toylang import make_lang, monophone_model
 from emasr.kaldi.alignments import iter_alignment_file
 from emasr.ali.targets import TargetsError, make_targets
@@ -109,6 +110,33 @@ def test_nnet_decode_refuses_a_network_of_other_pdfs(graph, tmp_path):
     assert result.returncode == 1
     assert f"{exp}/final.pt has 20 pdfs but {exp}/final.mdl has 11" in result.stderr
     assert not (exp / "decode").exists()
+
+
+@pytest.mark.parametrize("damage", ["no cmvn.scp", "a speaker missing from cmvn.scp"])
+def test_nnet_decode_refuses_data_without_the_cmvn_stats_its_network_reads(graph, tmp_path,
+                                                                          damage):
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    checkpoint.save({"num_pdfs": 11, "pipeline": {"cmvn": "speaker", "norm_vars": True,
+                                                  "stack": 3, "splice": 2}}, str(exp / "final.pt"))
+    for name in ("final.mdl", "tree"):
+        os.symlink(MONO / name, exp / name)
+    data = make_data_dir(tmp_path / "data", {"spkA": 2, "spkB": 1}, feats=True, cmvn=True)
+    if damage == "no cmvn.scp":
+        (data / "cmvn.scp").unlink()
+        expected = (f"Error: expected file {data}/cmvn.scp to exist: {exp}/final.pt normalizes "
+                    "its features per speaker")
+    else:
+        write_lines(data / "cmvn.scp", ["spkA /feats/cmvn.ark:0"])
+        expected = (f"Error: {data}/cmvn.scp has no stats for 1 of the 2 speakers of "
+                    f"{data}/utt2spk (spkB); expected one line per speaker")
+    before = snapshot(data)
+    result = run_script([str(REPO / "steps/nnet/decode.sh"), str(graph), str(data),
+                         str(exp / "decode")])
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1 and errors[0].startswith(expected), result.stderr
+    assert snapshot(data) == before and not (exp / "decode").exists()
 
 
 def test_decode_sh_refuses_a_graph_of_other_pdfs(graph, tmp_path):

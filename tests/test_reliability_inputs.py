@@ -5,6 +5,7 @@ generated data dirs, the launchers and train.sh's own options."""
 from __future__ import annotations
 
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -112,8 +113,8 @@ def test_run_pl_help_exits_0(tmp_path):
 def test_run_pl_rejects_a_bad_job_range(tmp_path, spec):
     result = launcher([spec, "log/x.JOB.log", "true"], tmp_path)
     assert result.returncode == 1
-    assert result.stderr.strip() == (f"run.pl: bad job range '{spec}': expected NAME=START:END "
-                                      "with positive integers, e.g. JOB=1:4")
+    assert result.stderr.strip() == (f"Error: run.pl: bad job range '{spec}': expected "
+                                      "NAME=START:END with positive integers, e.g. JOB=1:4")
     assert os.listdir(tmp_path) == []
 
 
@@ -121,12 +122,13 @@ def test_failed_job_prints_the_last_error_line_of_its_log(tmp_path):
     command = "echo start; echo 'ERROR (prog:main) data/x/feats.scp: bad line 3' >&2; echo done; [ JOB = 1 ]"
     result = launcher(["JOB=1:2", "log/x.JOB.log", command], tmp_path)
     assert result.returncode == 1
-    assert result.stderr.splitlines() == [
-        "run.pl: log/x.2.log: ERROR (prog:main) data/x/feats.scp: bad line 3",
-        "run.pl: 1 / 2 failed, log is in log/x.*.log"]
+    lines = result.stderr.splitlines()
+    assert lines[0] == "Error: log/x.2.log: ERROR (prog:main) data/x/feats.scp: bad line 3"
+    assert len(lines) == 2 and re.fullmatch(r"\S+ \S+ ERROR launcher.py:\d+ run.pl: 1 / 2 failed, "
+                                            r"log is in log/x.\*.log", lines[1]), lines
     result = launcher(["log/y.log", sys.executable, "-c", "raise ValueError('a.txt: expected 3')"],
                       tmp_path)
-    assert "run.pl: log/y.log: ValueError: a.txt: expected 3" in result.stderr
+    assert "Error: log/y.log: ValueError: a.txt: expected 3" in result.stderr
 
 
 def test_failed_job_prints_emasrs_error_line_before_a_wrappers_traceback(tmp_path):
@@ -139,7 +141,19 @@ def test_failed_job_prints_emasrs_error_line_before_a_wrappers_traceback(tmp_pat
                "exit 1")
     result = launcher(["log/t.log", command], tmp_path)
     assert result.stderr.splitlines()[0] == (
-        "run.pl: log/t.log: Error: conf.yaml: unknown key model.no_such_key")
+        "Error: log/t.log: conf.yaml: unknown key model.no_such_key")
+
+
+def test_a_multi_line_error_reaches_the_console_whole(tmp_path):
+    # a resumed training whose configuration changed lists the keys on the lines after its
+    # Error line (emasr.nnet.trainer), behind torchrun's prefix: the console shows them too
+    command = ("printf '%s\\n' \"[rank0]: Error: cannot resume from exp/c: the configuration "
+               "differs from the checkpoint's:\" '[rank0]:   model.hidden_dim: 32 -> 64' "
+               "'[rank0]:   train.lr: 0.1 -> 0.3' 'Traceback (most recent call last):' >&2; exit 1")
+    result = launcher(["log/t.log", command], tmp_path)
+    assert result.stderr.splitlines()[0] == (
+        "Error: log/t.log: cannot resume from exp/c: the configuration differs from the "
+        "checkpoint's: model.hidden_dim: 32 -> 64; train.lr: 0.1 -> 0.3"), result.stderr
 
 
 # -- steps/nnet/train.sh options --------------------------------------------------------------
@@ -161,6 +175,38 @@ def test_train_sh_refuses_a_bad_number_of_workers(tmp_path, value, message):
     assert not (tmp_path / "exp").exists()
 
 
+@pytest.mark.parametrize("damage, message", [
+    ("targets at 10 ms", "frame_subsampling_factor is 1 but features.stack is 3; expected "
+                         "targets at the network frame rate"),
+    ("targets at 10 ms, said to be at 30", "16 of the 16 training utterances have targets that "
+                                           "do not fit their features"),
+    ("no target frames", "the 16 training utterances of {train} have no target frames")])
+def test_train_sh_refuses_targets_without_frames_or_at_another_rate(tmp_path, damage, message):
+    # `emasr regime`, before anything is written: these used to pass it (with advice on the
+    # data rule) and fail in the trainer ("a worker's shard gave no training minibatch")
+    import nnet_synthetic as ns
+
+    labels = ns.make_corpus(str(tmp_path), "train", 4, 4)
+    train = tmp_path / "train"
+    write_lines(train / "utt2num_frames", [f"{u} {len(v)}" for u, v in sorted(labels.items())])
+    if damage == "no target frames":
+        labels = {u: v[:0] for u, v in labels.items()}
+    with np.errstate(invalid="ignore"):   # the priors of no frames
+        targets = ns.write_targets(str(tmp_path), labels,
+                                   k=3 if damage == "no target frames" else 1)
+    if damage == "targets at 10 ms, said to be at 30":
+        write_lines(tmp_path / "targets" / "frame_subsampling_factor", ["3"])
+    result = run_script([str(REPO / "steps/nnet/train.sh"), "--set-opts",
+                         " ".join(ns.TINY_DNN), targets, str(train), str(train),
+                         str(tmp_path / "exp")])
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1, result.stderr
+    assert errors[0].startswith(f"Error: {REPO}/steps/nnet/train.sh: {targets}/"), errors
+    assert message.format(train=train) in errors[0]
+    assert not (tmp_path / "exp").exists()   # no job, no log, no copy of anything
+
+
 # -- feature steps: read-only dirs, full disk, leftovers --------------------------------------
 
 def test_a_non_numeric_number_of_jobs_is_refused_before_any_work(tmp_path):
@@ -171,6 +217,38 @@ def test_a_non_numeric_number_of_jobs_is_refused_before_any_work(tmp_path):
     assert result.returncode == 1
     assert "expected a number (or a list of numbers): --nj 'abc'" in result.stderr
     assert snapshot(data) == before and not (data / ".backup").exists()
+
+
+@pytest.mark.parametrize("cmd, message", [
+    ("runpl", "Error: {step}: --cmd 'runpl': no command 'runpl'; expected a job launcher"),
+    ("queue.pl", "Error: queue.pl: cannot run 'qsub-not-here' (the submit command of "),
+    ("queue.pl --no-such-option 1", "Error: queue.pl: command line option --no-such-option "
+                                    "not described in conf/queue.conf")])
+def test_a_bad_launcher_is_refused_before_anything_is_moved(tmp_path, cmd, message):
+    data = make_data(tmp_path, [2000] * 2)
+    # queue.pl where there is no GridEngine: its config names a submit command not on PATH
+    write_lines(tmp_path / "conf" / "queue.conf", ["command qsub-not-here -V"])
+    (data / "feats.scp").write_text("old feats\n")
+    before = snapshot(tmp_path)
+    result = step("make_mfcc.sh", "--cmd", cmd, "data/train", "exp/log", "mfcc", cwd=tmp_path)
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1, result.stderr
+    assert errors[0].startswith(message.format(step=REPO / "steps/make_mfcc.sh")), errors
+    assert snapshot(tmp_path) == before and not (data / ".backup").exists()
+    assert not (tmp_path / "exp").exists() and not (tmp_path / "mfcc").exists()
+
+
+def test_a_step_run_without_path_sh_says_how_to_set_up(tmp_path):
+    result = subprocess.run(["bash", str(REPO / "steps/make_mfcc.sh"), "data/train"], cwd=tmp_path,
+                            env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"}, capture_output=True,
+                            text=True)
+    assert result.returncode == 1 and "command not found" not in result.stderr
+    assert result.stderr.strip() == (
+        f"Error: {REPO}/steps/make_mfcc.sh: emasr is not on PATH; expected the toolkit's "
+        "environment: run '. ./path.sh' in the recipe dir (or the repository root) first, which "
+        "also creates .venv")
+    assert os.listdir(tmp_path) == []
 
 
 def test_read_only_data_or_feature_dir_is_refused_before_any_work(tmp_path):
@@ -222,7 +300,12 @@ def test_job_with_no_usable_utterance_leaves_no_empty_ark(tmp_path):
                                                            "spk0-utt02"})
     result = step("make_fbank.sh", "--nj", 1, "data/train", "exp/log", "fbank", cwd=tmp_path)
     assert result.returncode == 1
-    assert "run.pl: exp/log/make_fbank_train.1.log:" in result.stderr  # the job's error line
+    # the job's error line, with the reason every utterance failed for
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert errors[0].startswith("Error: exp/log/make_fbank_train.1.log: no utterance of "
+                                "data/train/split1utt/1/wav.scp succeeded (3 failed); the first, "
+                                "spk0-utt00: "), result.stderr
+    assert "utt00.wav" in errors[0]
     assert not any((tmp_path / "fbank").glob("*")) and not (data / "feats.scp").exists()
 
 

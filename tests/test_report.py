@@ -643,6 +643,38 @@ def test_a_report_rebuilt_from_its_counts_alone_is_the_same_report(tmp_path):
     assert result.exit_code != 0 and "give no EXP_DIRS" in result.output
 
 
+def test_counts_that_lack_a_seed_or_utterances_the_systems_list_are_refused(tmp_path):
+    import gzip
+
+    refs = {"dev": reference_texts(6, seed=10), "test": reference_texts(6, seed=11)}
+    dirs = [make_network_run(str(tmp_path / "exp"), "dnn", "single", seed, 1, False, refs,
+                             {(s, "final"): alternating(refs[s], seed, 2) for s in refs})
+            for seed in (1, 2, 3)]
+    write_report(tmp_path / "RESULTS.md", "--archs", "dnn", "--strategies", "single",
+                 "--replications", "20", *dirs)
+    counts = tmp_path / "counts" / "utterances.tsv.gz"
+    with gzip.open(counts, "rt") as f:
+        header, *lines = f.readlines()
+    with gzip.open(counts, "wt") as f:   # seed 1's lines only
+        f.writelines([header, *(line for line in lines if line.split("\t")[3] == "1")])
+    rebuilt = tmp_path / "REBUILT.md"
+    result = CliRunner().invoke(main, ["report", "--from-counts", "--out", str(rebuilt)],
+                                catch_exceptions=False)
+    assert result.exit_code == 1 and not rebuilt.exists()
+    assert result.output.startswith(f"Error: {counts}: {os.path.relpath(dirs[1], tmp_path)} dev "
+                                    "final: no per-utterance counts in utterances.tsv.gz, though "
+                                    "systems.json records them at 1 scoring setting(s)"), \
+        result.output
+    # every seed, but two utterances of one system's dev missing: its sums are not its %WER's
+    with gzip.open(counts, "wt") as f:
+        f.writelines([header, *lines[2:]])
+    result = CliRunner().invoke(main, ["report", "--from-counts", "--out", str(rebuilt)],
+                                catch_exceptions=False)
+    assert result.exit_code == 1 and not rebuilt.exists()
+    assert "utterances add up to" in result.output and "expected every utterance of the decode" \
+        in result.output, result.output
+
+
 def test_the_counts_files_name_their_errors(tmp_path):
     import gzip
 
@@ -781,3 +813,16 @@ def test_the_ema_after_bmufs_warm_up_is_compared_with_the_one_from_the_first_syn
     refused = CliRunner().invoke(main, ["report", "--select", "--strategies", "ma ma+ema-warm"])
     assert refused.exit_code != 0 and "'ma+ema-warm'" in refused.output and \
         "bmuf runs only" in refused.output
+
+
+def test_a_committed_report_is_its_own_rebuild_from_counts(tmp_path):
+    # the committed report is what `emasr report --from-counts` makes of its committed counts,
+    # word for word (no line added by hand beside them)
+    import shutil
+
+    from conftest import REPO
+
+    committed = REPO / "egs/aishell_sim/parity/eta075"
+    shutil.copytree(committed / "counts", tmp_path / "counts")
+    rebuilt = write_report(tmp_path / "RESULTS.md", "--from-counts")
+    assert rebuilt == (committed / "RESULTS.md").read_text(encoding="utf-8")

@@ -63,7 +63,7 @@ def test_a_failing_task_is_named_with_its_error_line(slurm, tmp_path):
     command = '[ JOB -ne 2 ] || { echo "ERROR: task two fails"; exit 3; }'
     result = slurm_pl(["JOB=1:3", "exp/log/f.JOB.log", command], tmp_path, slurm)
     assert result.returncode == 1
-    assert "slurm.pl: exp/log/f.2.log: ERROR: task two fails" in result.stderr
+    assert "Error: exp/log/f.2.log: ERROR: task two fails" in result.stderr
     assert "slurm.pl: 1 / 3 failed, log is in exp/log/f.*.log" in result.stderr
     assert "# Ended (code 3)" in (tmp_path / "exp/log/f.2.log").read_text()
 

@@ -43,10 +43,37 @@ def test_a_rule_without_an_entry_runs_once_unnamed():
     ("ma: train.lr=0.1,", "is not key=v"),
     ("ma: train.lr=0.1 train.lr=0.2", "names train.lr twice"),
     ("ma:", "names no setting"),
+    # values the runs' config reads as one, or refuses: refused before any run trains
+    ("ma: train.lr=0.1,0.10", r"train.lr has the value 0.1 twice \(0.1, 0.10\); expected each"),
+    ("ma: train.lr=0.1,fast", "train.lr=fast: 'train.lr' must be a number"),
+    ("bmuf: sync.block_momentum=0.5,1.5", "sync.block_momentum=1.5: "),
+    # a key the rule does not read: its runs would be one run under several names
+    ("ma: sync.block_momentum=0.875,0.75", "ma does not read sync.block_momentum"),
+    ("single: sync.lr_times_workers=true,false", "single does not read sync.lr_times_workers"),
 ])
 def test_a_bad_spec_names_its_entry(spec, expected):
     with pytest.raises(GridError, match=expected):
         parse_grid(spec, RULES)
+
+
+def test_a_grid_of_a_rule_no_row_trains_is_refused():
+    with pytest.raises(GridError, match=r"grid entry 'bmuf: train.lr=0.1,0.2': no row trains "
+                                        r"bmuf \(the rows' rules: single, ma\)"):
+        parse_grid("bmuf: train.lr=0.1,0.2", RULES, ["single", "ma"])
+
+
+def test_experiment_driver_refuses_a_bad_grid_before_any_run(tmp_path):
+    from conftest import REPO, run_script
+
+    for grid in ("ma: train.lr=0.1,0.10", "bmuf: train.lr=0.1", "ma: sync.block_momentum=0.5"):
+        result = run_script([str(REPO / "steps/nnet/experiment.sh"), "--strategies", "single ma",
+                             "--grid", grid, "t", "a", "b", "c", "g", "m", str(tmp_path / "nnet")],
+                            cwd=tmp_path)
+        assert result.returncode == 1
+        errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+        assert len(errors) == 1 and errors[0].startswith(f"Error: --grid: grid entry '{grid}'"), \
+            result.stderr
+        assert not (tmp_path / "nnet").exists()
 
 
 def test_cli_prints_suffix_and_overrides_and_refuses_a_bad_spec():
@@ -56,7 +83,8 @@ def test_cli_prints_suffix_and_overrides_and_refuses_a_bad_spec():
     out = runner.invoke(tuning_grid_cli, ["--grid", "ma: train.lr=0.1,0.4", "bmuf"])
     assert out.exit_code == 0 and out.output == "-\n"
     out = runner.invoke(tuning_grid_cli, ["--grid", "ma: lr=0.1", "ma"])
-    assert out.exit_code == 2 and "'lr=0.1' is not key=v" in out.output
+    assert out.exit_code == 1 and "Error: --grid: grid entry 'ma: lr=0.1': 'lr=0.1' is not key=v" \
+        in out.output
 
 
 def test_a_default_block_momentum_is_the_grid_point_it_ran_at(tmp_path):

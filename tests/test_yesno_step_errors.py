@@ -11,7 +11,7 @@ import pytest
 from conftest import run_script
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "EMASR_NUM_THREADS": "1"}
-DECODE = "exp/mono0a/decode_test_yesno"
+DECODE = "exp/mono0a/decode_test"
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +75,55 @@ def test_a_failed_decode_leaves_no_earlier_lattice_or_score(recipe, tmp_path):
     assert result.returncode == 1, result.stderr
     assert not list(decode.glob("lat.*.gz")) and not list(decode.glob("wer_*"))
     assert not (decode / "scoring_kaldi").exists()
+
+
+def experiment(recipe, nnet_dir: str, stage: int, stop_stage: int):
+    """The experiment driver as the yesno recipe runs it, on a run dir of the test's own."""
+    return run_script([
+        "steps/nnet/experiment.sh", "--stage", str(stage), "--stop-stage", str(stop_stage),
+        "--archs", "dnn", "--strategies", "single", "--seeds", "1", "--epochs", "2",
+        "--arch-opts", "dnn: model.hidden_layers=2 model.hidden_dim=128 data.minibatch_frames=64",
+        "--nnet-decode-opts", "--acwt 0.3 --beam 13 --lattice-beam 6",
+        "--nnet-scoring-opts", "--min-lmwt 1 --max-lmwt 17 --cer true", "--nj", "1",
+        "--results", f"{nnet_dir}/RESULTS.md", "exp/dnn/targets", "data/train_yesno",
+        "data/train_yesno", "data/test_yesno", "exp/mono0a/graph_tgpr",
+        "exp/mono0a_ali/final.mdl", nnet_dir], cwd=recipe, env=ONE_THREAD)
+
+
+@pytest.mark.slow
+def test_a_retrained_or_failed_decode_is_decoded_again_never_reported_stale(recipe):
+    nnet, run = "exp/nnet_stale", "exp/nnet_stale/dnn_single_s1"
+    result = experiment(recipe, nnet, 1, 3)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # the model retrained without --resume (another learning rate): its old decodes are stale
+    result = train_sh(recipe, "train.init_seed=1 data.seed=1 model.hidden_layers=2 "
+                      "model.hidden_dim=128 data.minibatch_frames=64 train.lr=0.05 "
+                      "sync.strategy=single train.epochs=1", "data/train_yesno", run)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = recipe / nnet / "stale.md"
+    result = run_script(["emasr", "report", "--out", str(report), "--archs", "dnn",
+                         "--strategies", "single", run], cwd=recipe)
+    assert result.returncode == 1 and not report.exists()
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert errors == [f"Error: {run}/decode_dev was decoded from another {run}/final.pt than the "
+                      f"one there now (its sha256 in {run}/decode_dev/inputs.sha256 differs): "
+                      "its scores are not this model's; decode it again (the experiment "
+                      "driver's stage 2 does)"], result.stderr
+    result = experiment(recipe, nnet, 2, 3)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for decode in ("decode_dev", "decode_test"):
+        assert (f"{run}/{decode}: not decoded from the inputs it has now ({run}/final.pt "
+                "differs); decoding again") in result.stdout
+    row = next(line for line in (recipe / nnet / "RESULTS.md").read_text().splitlines()
+               if line.startswith("| DNN | single | 1 | 1 | 0.05 |"))
+    assert "not decoded" not in row
+    # a decode that fails into the dir leaves no record of its inputs: decoded again, not skipped
+    result = run_script(["steps/nnet/decode.sh", "--cmd", "false", "--nj", "1",
+                         "exp/mono0a/graph_tgpr", "data/test_yesno", f"{run}/decode_test"],
+                        cwd=recipe)
+    assert result.returncode == 1 and not (recipe / run / "decode_test/inputs.sha256").exists()
+    result = experiment(recipe, nnet, 2, 2)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"{run}/decode_dev: decoded already, from the same model" in result.stdout
+    assert (f"{run}/decode_test: not decoded from the inputs it has now (it has no "
+            "inputs.sha256: its decode did not finish); decoding again") in result.stdout

@@ -16,8 +16,8 @@ table1=$1; table2=$2
 [ -f "$table2" ] || exit 0
 
 if ! cmp -s <(grep -v '^#' "$table1") <(grep -v '^#' "$table2"); then
-  echo "$0: phone symbol tables $table1 and $table2 are not compatible: the model was trained" \
-       "with a lang dir from another dict (first difference: $(diff <(grep -v '^#' "$table1") \
-       <(grep -v '^#' "$table2") | grep -m1 '^[<>]'))" >&2
+  echo "Error: $0: phone symbol tables $table1 and $table2 are not compatible: the model was" \
+       "trained with a lang dir from another dict (first difference: $(diff \
+       <(grep -v '^#' "$table1") <(grep -v '^#' "$table2") | grep -m1 '^[<>]'))" >&2
   exit 1
 fi

@@ -22,7 +22,7 @@ lock_dirs "$dest"
 shift
 for dir in "$@"; do
   if [ ! -f "$dir/utt2spk" ]; then
-    echo "$0: expected file $dir/utt2spk to exist" >&2; exit 1
+    die "expected file $dir/utt2spk to exist"
   fi
 done
 

@@ -30,7 +30,7 @@ srcdir=$1
 destdir=$2
 lock_dirs "$destdir"
 if [ ! -f "$srcdir/utt2spk" ]; then
-  echo "$0: expected file $srcdir/utt2spk to exist" >&2; exit 1
+  die "expected file $srcdir/utt2spk to exist"
 fi
 
 emasr copy-data-dir --utt-prefix "$utt_prefix" --utt-suffix "$utt_suffix" \

@@ -25,10 +25,10 @@ fi
 data=$1
 [ ! -d "$data" ] || lock_dirs "$data"
 if [ ! -d "$data" ]; then
-  echo "$0: no such directory $data" >&2; exit 1
+  die "no such directory $data"
 fi
 if [ ! -f "$data/utt2spk" ]; then
-  echo "$0: expected file $data/utt2spk to exist" >&2; exit 1
+  die "expected file $data/utt2spk to exist"
 fi
 
 emasr fix-data-dir --utt-extra-files "$utt_extra_files" --spk-extra-files "$spk_extra_files" "$data"

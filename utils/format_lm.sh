@@ -20,7 +20,7 @@ lexicon=$3
 out_dir=$4
 lock_dirs "$out_dir"
 for f in "$lang_dir/words.txt" "$lang_dir/L.fst" "$lm" "$lexicon"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 
 emasr format-lm "$lang_dir" "$lm" "$lexicon" "$out_dir"

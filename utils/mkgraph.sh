@@ -29,7 +29,7 @@ lock_dirs "$dir"
 
 for f in "$lang/L_disambig.fst" "$lang/G.fst" "$lang/words.txt" "$lang/phones.txt" \
          "$lang/phones/disambig.int" "$model_dir/final.mdl" "$model_dir/tree"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 mkdir -p "$dir/log"
 emasr --log-file "$dir/log/mkgraph.log" mkgraph --self-loop-scale "$self_loop_scale" \

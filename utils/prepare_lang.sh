@@ -39,7 +39,7 @@ dir=$4
 lock_dirs "$dir" "$tmpdir"
 for f in lexicon.txt silence_phones.txt nonsilence_phones.txt optional_silence.txt; do
   if [ "$f" = lexicon.txt ] && [ -f "$srcdir/lexiconp.txt" ]; then continue; fi
-  [ -f "$srcdir/$f" ] || { echo "$0: expected file $srcdir/$f to exist" >&2; exit 1; }
+  [ -f "$srcdir/$f" ] || die "expected file $srcdir/$f to exist"
 done
 
 topology_opts=()

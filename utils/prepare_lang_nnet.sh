@@ -30,7 +30,7 @@ lang=$1; dir=$2
 lock_dirs "$dir"
 for f in "$lang/phones.txt" "$lang/words.txt" "$lang/topo" "$lang/L.fst" \
          "$lang/phones/silence.int" "$lang/phones/nonsilence.int"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 
 opts=()

@@ -4,6 +4,7 @@
 # is already satisfied and pip never pulls a multi-GB CUDA build. A stamp file records the hash of
 # pyproject.toml; the install reruns only when it changes.
 set -euo pipefail
+. "$(dirname "$0")/lib/log.sh"   # the console format (its lines go to stderr with path.sh's)
 root="${EMASR_ROOT:-$(cd "$(dirname "$0")/.." && pwd -P)}"
 venv="$root/.venv"
 stamp="$venv/.emasr-installed"
@@ -15,12 +16,12 @@ exec 9>"$venv/.install.lock"
 flock 9
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then exit 0; fi
 python=${EMASR_PYTHON:-python3}
-echo "setup_env.sh: installing emasr into $venv (first use; takes about a minute)" >&2
+log "installing emasr into $venv (first use; takes about a minute)"
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 # pip warns about this machine's unused local index folders on every package; keep other messages.
 pip() { "$venv/bin/python" -m pip --disable-pip-version-check -q "$@" 2>&1 | { grep -v "^WARNING: Location 'file:" >&2 || true; }; }
 pip install torch==2.13.0 \
-  || echo "setup_env.sh: local torch 2.13.0 not found; installing torch from the package's range" >&2
+  || warn "local torch 2.13.0 not found; installing torch from the package's range"
 pip install -e "$root[test]"
 echo "$want" > "$stamp"
-echo "setup_env.sh: done" >&2
+log "done"

@@ -4,6 +4,7 @@
 # contiguous equal chunks of utterances. Nothing is rewritten when the parts are newer than the
 # data files, so every job may call it. The logic is `emasr split-data`.
 set -euo pipefail
+. "$(dirname "$0")/lib/log.sh"   # log, die: the console format
 
 usage="Usage: $0 [--per-utt] <data-dir> <num-to-split>
 e.g.: $0 data/train 50
@@ -18,7 +19,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --per-utt) opts+=(--per-utt); shift ;;
     --help|-h) echo "$usage"; exit 0 ;;
-    -*) echo "$0: invalid option $1" >&2; echo "$usage" >&2; exit 1 ;;
+    -*) echo "Error: $0: invalid option $1" >&2; echo "$usage" >&2; exit 1 ;;
     *) break ;;
   esac
 done
@@ -28,10 +29,10 @@ fi
 data=$1
 numsplit=$2
 if ! [[ "$numsplit" =~ ^[0-9]+$ ]] || [ "$numsplit" -le 0 ]; then
-  echo "$0: invalid num-split argument '$numsplit'; expected a positive integer" >&2; exit 1
+  die "invalid num-split argument '$numsplit'; expected a positive integer"
 fi
 if [ ! -f "$data/utt2spk" ]; then
-  echo "$0: expected file $data/utt2spk to exist" >&2; exit 1
+  die "expected file $data/utt2spk to exist"
 fi
 
 exec emasr split-data ${opts[@]+"${opts[@]}"} "$data" "$numsplit"

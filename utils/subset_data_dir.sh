@@ -2,6 +2,7 @@
 # Write a subset of a data directory (Kaldi's utils/subset_data_dir.sh, same options), with the
 # matching speakers, recordings and per-speaker files. The logic is `emasr subset-data-dir`.
 set -euo pipefail
+. "$(dirname "$0")/lib/log.sh"   # log, die: the console format
 
 usage="Usage:
   $0 [--speakers|--shortest|--first|--last|--per-spk|--random] [--seed S] <srcdir> <num-utt> <destdir>
@@ -23,13 +24,13 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --speakers|--shortest|--first|--last|--per-spk|--random) mode=${1#--}; shift ;;
     --spk-list|--utt-list)
-      if [ $# -lt 2 ]; then echo "$0: option $1 needs a file" >&2; exit 1; fi
+      if [ $# -lt 2 ]; then die "option $1 needs a file"; fi
       list_opt=("$1" "$2"); shift 2 ;;
     --seed)
-      if [ $# -lt 2 ]; then echo "$0: option --seed needs a value" >&2; exit 1; fi
+      if [ $# -lt 2 ]; then die "option --seed needs a value"; fi
       seed=$2; shift 2 ;;
     --help|-h) echo "$usage"; exit 0 ;;
-    -*) echo "$0: invalid option $1" >&2; echo "$usage" >&2; exit 1 ;;
+    -*) echo "Error: $0: invalid option $1" >&2; echo "$usage" >&2; exit 1 ;;
     *) break ;;
   esac
 done
@@ -37,7 +38,7 @@ done
 if [ ${#list_opt[@]} -gt 0 ]; then
   if [ $# -ne 2 ]; then echo "$usage" >&2; exit 1; fi
   if [ ! -f "${list_opt[1]}" ]; then
-    echo "$0: expected file ${list_opt[1]} to exist" >&2; exit 1
+    die "expected file ${list_opt[1]} to exist"
   fi
   srcdir=$1
   args=("$1" "$2")
@@ -47,7 +48,7 @@ else
   args=("$1" "$2" "$3")
 fi
 if [ ! -f "$srcdir/utt2spk" ]; then
-  echo "$0: expected file $srcdir/utt2spk to exist" >&2; exit 1
+  die "expected file $srcdir/utt2spk to exist"
 fi
 
 exec emasr subset-data-dir --mode "$mode" --seed "$seed" ${list_opt[@]+"${list_opt[@]}"} "${args[@]}"

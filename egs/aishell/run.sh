@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --help|-h) printf '%b\n' "$help_message" >&2; exit 0 ;;
     --corpus-dir|--extract|--stage|--profile)
-      [ $# -ge 2 ] || { echo "$0: option $1 needs a value" >&2; exit 1; }
+      [ $# -ge 2 ] || die "option $1 needs a value"
       name=${1#--}; printf -v "${name//-/_}" '%s' "$2"; shift 2 ;;
     --corpus-dir=*|--extract=*|--stage=*|--profile=*)
       name=${1%%=*}; name=${name#--}; printf -v "${name//-/_}" '%s' "${1#*=}"; shift ;;
@@ -54,14 +54,13 @@ lm_text=data/local/lm_text/train_transcripts.txt
 if [ "$stage" -le 0 ]; then
   log "stage 0: checking the AISHELL-1 corpus at $corpus_dir"
   for f in "$transcript" "$corpus_dir/resource_aishell/lexicon.txt"; do
-    [ -f "$f" ] || { log "expected file $f to exist (AISHELL-1: https://www.openslr.org/33/)"; exit 1; }
+    [ -f "$f" ] || die "expected file $f to exist (AISHELL-1: https://www.openslr.org/33/)"
   done
   packed=$(find "$wav" -maxdepth 1 -name '*.tar.gz' 2>/dev/null | sort)
   if [ -n "$packed" ]; then
     if [ "$extract" != true ]; then
-      log "$wav holds $(echo "$packed" | wc -l) speaker tarballs; unpack them (rerun with" \
+      die "$wav holds $(echo "$packed" | wc -l) speaker tarballs; unpack them (rerun with" \
           "--extract true, or: cd $wav && for f in *.tar.gz; do tar -xzf \$f; done)"
-      exit 1
     fi
     for f in $packed; do
       spk=$(basename "$f" .tar.gz)
@@ -73,7 +72,7 @@ if [ "$stage" -le 0 ]; then
   fi
   for x in train dev test; do
     n=$(find "$wav/$x" -name '*.wav' 2>/dev/null | wc -l)
-    [ "$n" -gt 0 ] || { log "expected wav files under $wav/$x"; exit 1; }
+    [ "$n" -gt 0 ] || die "expected wav files under $wav/$x"
     log "$x: $n wav files"
   done
   # The LM text: the training transcripts without their utterance ids and word boundaries (an

@@ -237,7 +237,7 @@ case "$profile" in
     profile_dnn_opts=    # conf/nnet/dnn.yaml as it is (6 x 1024)
     profile_lstm_opts=   # conf/nnet/lstm.yaml as it is (3 x 1024, projection 256)
     ;;
-  *) echo "$0: --profile must be tiny, small or large, not '$profile'" >&2; exit 1 ;;
+  *) die "--profile must be tiny, small or large, not '$profile'" ;;
 esac
 : "${lm_text:=$corpus_dir/lm_text}" "${avg_start:=0.5}"
 : "${strategies:=single single+ema single+avg single+lastk ma ma+ema bmuf bmuf+ema bmuf+avg bmuf+lastk}"
@@ -255,28 +255,27 @@ sets="train dev test"
 gmm_lang=data/lang_test
 case " $gmm_systems " in
   " mono tri1 "|" mono tri1 tri2 "|" mono tri1 tri2 tri3 ") ;;
-  *) log "--gmm-systems '$gmm_systems': expected 'mono tri1', 'mono tri1 tri2' or" \
-         "'mono tri1 tri2 tri3'"; exit 1 ;;
+  *) die "--gmm-systems '$gmm_systems': expected 'mono tri1', 'mono tri1 tri2' or" \
+         "'mono tri1 tri2 tri3'" ;;
 esac
 case "$gmm_topology" in
   kaldi) : "${nnet_tree_leaves:=$num_leaves}" ;;
   skip) : "${nnet_tree_leaves:=0}" ;;
-  *) log "--gmm-topology '$gmm_topology': expected kaldi or skip"; exit 1 ;;
+  *) die "--gmm-topology '$gmm_topology': expected kaldi or skip" ;;
 esac
 for n in $num_workers; do   # every N on M nodes in processes of K workers, checked before any work
   [[ $num_nodes =~ ^[1-9][0-9]*$ ]] && [ $((n % num_nodes)) -eq 0 ] || \
-    { log "--num-nodes '$num_nodes': expected a number of nodes that divides every" \
-          "--num-workers ('$num_workers')"; exit 1; }
+    die "--num-nodes '$num_nodes': expected a number of nodes that divides every" \
+          "--num-workers ('$num_workers')"
   [[ $workers_per_process =~ ^[1-9][0-9]*$ ]] && [ $((n / num_nodes % workers_per_process)) -eq 0 ] || \
-    { log "--workers-per-process '$workers_per_process': expected a number of workers that" \
-          "divides every --num-workers ('$num_workers') on each of --num-nodes $num_nodes"; exit 1; }
+    die "--workers-per-process '$workers_per_process': expected a number of workers that" \
+          "divides every --num-workers ('$num_workers') on each of --num-nodes $num_nodes"
 done
 [[ $nnet_tree_leaves =~ ^[0-9]+$ ]] || \
-  { log "--nnet-tree-leaves '$nnet_tree_leaves': expected a number of leaves (0: none)"; exit 1; }
+  die "--nnet-tree-leaves '$nnet_tree_leaves': expected a number of leaves (0: none)"
 if [ "$gmm_topology" = kaldi ] && [ "$nnet_tree_leaves" -le 0 ]; then
-  log "--gmm-topology kaldi: a 3-state phone lasts at least 3 frames, longer than half the" \
+  die "--gmm-topology kaldi: a 3-state phone lasts at least 3 frames, longer than half the" \
       "phones at the networks' 30 ms: give them their own tree (--nnet-tree-leaves N)"
-  exit 1
 fi
 nnet_gmm=${gmm_systems##* }    # the GMM whose alignments make the network targets
 if [ "$nnet_tree_leaves" -gt 0 ]; then
@@ -327,13 +326,13 @@ if stage_on 0 && begin_stage 0 "corpus in $corpus_dir"; then
         --seed "$corpus_seed"
   fi
   for f in data_aishell/transcript/aishell_transcript_v0.8.txt resource_aishell/lexicon.txt; do
-    [ -f "$corpus_dir/$f" ] || { log "expected file $corpus_dir/$f to exist"; exit 1; }
+    [ -f "$corpus_dir/$f" ] || die "expected file $corpus_dir/$f to exist"
   done
   for x in $sets; do
     [ -d "$corpus_dir/data_aishell/wav/$x" ] || \
-      { log "expected directory $corpus_dir/data_aishell/wav/$x to exist"; exit 1; }
+      die "expected directory $corpus_dir/data_aishell/wav/$x to exist"
   done
-  [ -e "$lm_text" ] || { log "expected the LM text $lm_text to exist (--lm-text)"; exit 1; }
+  [ -e "$lm_text" ] || die "expected the LM text $lm_text to exist (--lm-text)"
   end_stage 0
 fi
 

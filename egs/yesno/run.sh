@@ -28,7 +28,8 @@ nnet_decode_opts="--acwt 0.3 --beam 13 --lattice-beam 6"
 help_message="Usage: $0 [options] <waves_yesno-dir>
 Kaldi's yesno recipe in stages:
   0 data prep (data/train_yesno, data/test_yesno)   1 dict, lang, grammar (data/lang_test_tg)
-  2 MFCC and CMVN   3 monophone GMM   4 graph, GMM decoding of test_yesno, WER
+  2 MFCC and CMVN   3 monophone GMM   4 graph, GMM decoding of test_yesno (and of
+  train_yesno, the dev set), WER
   5 alignments and network targets   6 DNN training   7 DNN decoding, WER, RESULTS.md
   (6-7: steps/nnet/experiment.sh, the experiment driver every corpus recipe shares)
 Options:
@@ -45,7 +46,7 @@ if [ $# -ne 1 ]; then
   exit 1
 fi
 case "$1" in /*) waves=$1 ;; *) waves=$PWD/$1 ;; esac   # before the cd below
-[ -d "$waves" ] || { echo "$0: expected directory $waves (Kaldi's waves_yesno) to exist" >&2; exit 1; }
+[ -d "$waves" ] || die "expected directory $waves (Kaldi's waves_yesno) to exist"
 cd "$(dirname "$0")"
 . ./cmd.sh
 . ./path.sh
@@ -66,8 +67,35 @@ stage_settings() {
 }
 
 best_wer() {
-  # best_wer DECODE_DIR: the scoring's best %WER line (scoring_kaldi/best_wer)
-  cat "$1/scoring_kaldi/best_wer"
+  # best_wer DECODE_DIR [wer|cer]: the scoring's best %WER line (scoring_kaldi/best_wer, or
+  # best_cer); call it as its own command (wer=$(best_wer DIR)), so that a decode without a score
+  # stops the recipe
+  local best=$1/scoring_kaldi/best_${2:-wer}
+  [ -f "$best" ] || die "expected file $best to exist: decode and score $1 first"
+  cat "$best"
+}
+
+at_dev_choice() {
+  # at_dev_choice DEV_DECODE TEST_DECODE wer|cer: test's %WER line at the LM weight and penalty
+  # chosen on dev, as RESULTS.md reports it (Kaldi's best_wer is the best on test itself)
+  local chosen
+  chosen=$(best_wer "$1" "$3")
+  chosen=${chosen##*/}   # cer_LMWT_WIP
+  [ -f "$2/$chosen" ] || die "expected file $2/$chosen to exist: score $2 at the setting dev chose"
+  echo "$(grep -m 1 '^%WER' "$2/$chosen") $2/$chosen"
+}
+
+report_wers() {
+  # the console's summary: RESULTS.md's numbers (test CER at the setting chosen on dev), then
+  # Kaldi's yesno number (test WER at its own best LM weight)
+  local name dir score
+  for name in "monophone GMM:exp/mono0a" "DNN:exp/nnet/dnn_single_s1"; do
+    dir=${name#*:}
+    score=$(at_dev_choice "$dir/decode_dev" "$dir/decode_test" cer)
+    log "${name%%:*}, test CER at the LM weight and penalty chosen on dev (RESULTS.md's): $score"
+    score=$(best_wer "$dir/decode_test")
+    log "${name%%:*}, test WER at its best LM weight on test (Kaldi's yesno figure): $score"
+  done
 }
 
 
@@ -104,11 +132,16 @@ fi
 
 if stage_on 4 && begin_stage 4 "graph and GMM decoding"; then
   run utils/mkgraph.sh data/lang_test_tg exp/mono0a exp/mono0a/graph_tgpr
-  # shellcheck disable=SC2086
-  run steps/decode.sh --nj "$nj" --cmd "$decode_cmd" $gmm_decode_opts \
-    --scoring-opts "$scoring_opts" exp/mono0a/graph_tgpr data/test_yesno \
-    exp/mono0a/decode_test_yesno
-  log "monophone GMM: $(best_wer exp/mono0a/decode_test_yesno)"
+  # test, and the training set as the dev set the report chooses the LM weight on (yesno has
+  # none; the DNN's is the same), scored in characters too as the report reads them
+  for x in test:test_yesno dev:train_yesno; do
+    # shellcheck disable=SC2086
+    run steps/decode.sh --nj "$nj" --cmd "$decode_cmd" $gmm_decode_opts \
+      --scoring-opts "$scoring_opts --cer true" exp/mono0a/graph_tgpr "data/${x#*:}" \
+      "exp/mono0a/decode_${x%%:*}"
+  done
+  wer=$(best_wer exp/mono0a/decode_test)
+  log "monophone GMM: $wer"
   end_stage 4
 fi
 
@@ -142,11 +175,8 @@ fi
 
 if stage_on 7 && begin_stage 7 "DNN decoding and RESULTS.md (the experiment driver)"; then
   experiment 2 3
-  log "DNN: $(best_wer exp/nnet/dnn_single_s1/decode_test)"
   end_stage 7
 fi
 
-for dir in exp/mono0a/decode_test_yesno exp/nnet/dnn_single_s1/decode_test; do
-  [ -f "$dir/scoring_kaldi/best_wer" ] && log "$dir: $(best_wer "$dir")"
-done
+[ "$stop_stage" -lt 7 ] || report_wers
 log "done (stages $stage..$stop_stage) in $SECONDS s"

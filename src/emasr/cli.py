@@ -113,6 +113,16 @@ def kaldi_format_errors() -> tuple[type[ValueError], ...]:
     return AlignmentError, KaldiFormatError, LatticeFormatError, FstFormatError, TableError
 
 
+class OneLineUsageError(click.UsageError):
+    """A usage mistake (a missing argument, a bad option value) as one `Error:` line, the console
+    format (docs/reliability.md), instead of click's block of usage, hint and error."""
+
+    def show(self, file=None) -> None:
+        where = self.ctx.command_path if self.ctx is not None else "emasr"
+        click.echo(f"Error: {where}: {self.format_message()} (see {where} --help)",
+                   file=file, err=file is None)
+
+
 class LazyGroup(click.Group):
     """A click group whose subcommands are imported on first use."""
 
@@ -129,6 +139,10 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except click.UsageError as err:
+            if isinstance(err, OneLineUsageError):
+                raise
+            raise OneLineUsageError(err.format_message(), err.ctx) from None
         except ValueError as err:
             # a damaged Kaldi file met by any step: its message names the file and where in it,
             # so it is the one line the user sees (no traceback)

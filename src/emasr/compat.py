@@ -87,6 +87,46 @@ def network_pdfs(path: str) -> PdfCount:
         raise CompatError(f"{path}: expected a network file with num_pdfs") from None
 
 
+def _table_keys(path: str) -> list[str]:
+    if not os.path.isfile(path):
+        raise CompatError(f"expected file {path} to exist")
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return [line.split(None, 1)[0] for line in f if line.strip()]
+
+
+def check_network_data(network: str, data_dir: str) -> None:
+    """The data dir has what the network's feature pipeline (stored in its file) reads: feats.scp,
+    and for per-speaker CMVN utt2spk and cmvn.scp with stats for every speaker. Checked before a
+    decode splits the data or starts a job, as the GMM decode checks its own inputs, instead of
+    failing inside each job."""
+    from emasr.io.torch_header import FileHeaderError, read_plain_values
+
+    try:
+        pipeline = read_plain_values(network).get("pipeline") or {}
+    except FileHeaderError as err:
+        raise CompatError(str(err)) from None
+    _table_keys(os.path.join(data_dir, "feats.scp"))
+    cmvn = pipeline.get("cmvn", "none")   # a file without a pipeline is refused when loaded
+    if cmvn == "global" and "global_cmvn_stats" not in pipeline:
+        _table_keys(os.path.join(data_dir, "global_cmvn"))
+    if cmvn != "speaker":
+        return
+    utt2spk = os.path.join(data_dir, "utt2spk")
+    with open(utt2spk if os.path.isfile(utt2spk) else os.devnull, encoding="utf-8") as f:
+        speakers = {line.split()[1] for line in f if len(line.split()) > 1}
+    cmvn_scp = os.path.join(data_dir, "cmvn.scp")
+    if not os.path.isfile(cmvn_scp) or not os.path.isfile(utt2spk):
+        missing = cmvn_scp if not os.path.isfile(cmvn_scp) else utt2spk
+        raise CompatError(f"expected file {missing} to exist: {network} normalizes its features "
+                          f"per speaker (run steps/compute_cmvn_stats.sh {data_dir})")
+    unknown = sorted(speakers - set(_table_keys(cmvn_scp)))
+    if unknown:
+        raise CompatError(f"{cmvn_scp} has no stats for {len(unknown)} of the {len(speakers)} "
+                          f"speakers of {utt2spk} ({', '.join(unknown[:5])}"
+                          f"{', ...' if len(unknown) > 5 else ''}); expected one line per speaker "
+                          f"(rerun steps/compute_cmvn_stats.sh {data_dir})")
+
+
 def check_pdf_counts(counts: list[PdfCount]) -> None:
     """Every count equals the first; the error names the first disagreeing pair."""
     for other in counts[1:]:
@@ -184,10 +224,13 @@ def check_tree_matches_model(tree_path: str, model_path: str) -> None:
 @click.option("--graph", "graph_dir", default=None,
               help="A graph dir (its num_pdfs and tree.sha256, where it has them).")
 @click.option("--network", default=None, help="A network file (final.pt, ema.pt).")
-def check_compatible_cli(targets_dir, model, tree, graph_dir, network):
+@click.option("--data", "data_dir", default=None,
+              help="A data dir the --network is to read (its feats.scp, and cmvn.scp for every "
+                   "speaker where the network's pipeline normalizes per speaker).")
+def check_compatible_cli(targets_dir, model, tree, graph_dir, network, data_dir):
     """Check that the inputs given agree: the same number of pdfs for all of them, --tree the
-    tree of --model, --graph built with --tree and --targets made from its alignments. Exits 1
-    naming both files on a mismatch."""
+    tree of --model, --graph built with --tree, --targets made from its alignments and --data
+    holding what --network reads. Exits 1 naming both files on a mismatch."""
     try:
         counts = []
         if targets_dir:
@@ -207,5 +250,7 @@ def check_compatible_cli(targets_dir, model, tree, graph_dir, network):
             check_graph_tree(graph_dir, tree)
         if tree and targets_dir:
             check_targets_tree(targets_dir, tree)
+        if network and data_dir:
+            check_network_data(network, data_dir)
     except CompatError as err:
         raise click.ClickException(str(err)) from None

@@ -1,7 +1,9 @@
 """One log format for every Python step, and progress reporting that suits terminals and log files.
 
 Every `emasr` subcommand logs through the standard `logging` module with the format
-`2026-11-29 14:52:22 INFO fbank.py:57 message`, the shell scripts' too (utils/lib/log.sh). On a terminal, long loops show a tqdm bar; when
+`2026-11-29 14:52:22 INFO fbank.py:57 message`, the shell scripts' too (utils/lib/log.sh); what
+stops a step is one `Error: ...` line instead (click's, for a ClickException): the console format
+of docs/reliability.md. On a terminal, long loops show a tqdm bar; when
 stderr is a file (a job log written by run.pl), the bar would fill the log with carriage returns, so
 `progress` logs one line every `every` items instead.
 """

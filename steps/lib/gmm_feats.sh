@@ -24,8 +24,7 @@ gmm_feat_opts() {
     delta_order=$(cat "$dir/delta_order" 2>/dev/null || echo 2)
   fi
   if [ -n "$transform_dir" ]; then
-    [ -f "$transform_dir/trans.1" ] || {
-      echo "$0: expected file $transform_dir/trans.1 to exist (--transform-dir)" >&2; exit 1; }
+    [ -f "$transform_dir/trans.1" ] || die "expected file $transform_dir/trans.1 to exist (--transform-dir)"
     transform_opts+=(--speaker-transforms "ark:$transform_dir/trans.JOB")
   fi
 }
@@ -35,9 +34,8 @@ check_transform_dir_jobs() {
   local tnj
   tnj=$(cat "$1/num_jobs" 2>/dev/null || echo "")
   if [ "$tnj" != "$2" ]; then
-    echo "$0: --transform-dir $1 has num_jobs '$tnj', this step runs $2 jobs: its trans.JOB" \
-         "would not match the data splits (use --nj $tnj)" >&2
-    exit 1
+    die "--transform-dir $1 has num_jobs '$tnj', this step runs $2 jobs: its trans.JOB" \
+         "would not match the data splits (use --nj $tnj)"
   fi
 }
 
@@ -63,9 +61,9 @@ warn_unadapted_sat() {
   local model_dir
   model_dir=$(dirname "$1")
   if [ -z "$2" ] && [ "$(basename "$1")" != final.alimdl ] && is_sat_dir "$model_dir"; then
-    echo "$0: warning: $model_dir is a speaker-adapted (SAT) system but no --transform-dir" \
+    warn "$model_dir is a speaker-adapted (SAT) system but no --transform-dir" \
          "was given: $1 will see unadapted features (steps/align_fmllr.sh and" \
-         "steps/decode_fmllr.sh estimate the speakers' transforms)" >&2
+         "steps/decode_fmllr.sh estimate the speakers' transforms)"
   fi
 }
 
@@ -73,8 +71,7 @@ warn_unadapted_sat() {
 check_trans_jobs() {
   local n
   for n in $(seq "$2"); do
-    [ -f "$1/trans.$n" ] || {
-      echo "$0: expected file $1/trans.$n to exist ($1 has num_jobs $2)" >&2; exit 1; }
+    [ -f "$1/trans.$n" ] || die "expected file $1/trans.$n to exist ($1 has num_jobs $2)"
   done
 }
 
@@ -103,6 +100,6 @@ warn_identity_transforms() {
   below=$(cat "$1".*.log | grep -c "not updating fMLLR since below min-count" || true)
   speakers=$(cat "$1".*.log | grep -c "For speaker .*, auxf-impr from fMLLR" || true)
   [ "${below:-0}" -eq 0 ] ||
-    echo "$0: warning: $below of $speakers speakers have at most --fmllr-min-count $2 frames" \
-      "(silence weighted): their transforms stay the identity (docs/gmm.md)" >&2
+    warn "$below of $speakers speakers have at most --fmllr-min-count $2 frames" \
+      "(silence weighted): their transforms stay the identity (docs/gmm.md)"
 }

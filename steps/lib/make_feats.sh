@@ -80,7 +80,7 @@ for ((i = 1; i < ${#feat_compute[@]}; i += 2)); do
 done
 
 for f in "$data/wav.scp" "$data/utt2spk" "${configs[@]}"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 name=$(basename "$data")
 require_writable_dirs "$data" "$logdir" "$featdir" feature
@@ -94,7 +94,7 @@ clean_tmp() {
 clean_tmp
 trap 'clean_tmp; release_locks' EXIT
 
-validate_data_dir.sh --no-text --no-feats "$data"
+validate_data_dir.sh --quiet --no-text --no-feats "$data"   # its warnings are the data prep's
 if [ -f "$data/feats.scp" ]; then
   mkdir -p "$data/.backup"
   log "moving $data/feats.scp to $data/.backup"
@@ -114,7 +114,7 @@ $cmd JOB=1:"$nj" "$logdir/make_${feat_kind}_${name}.JOB.log" \
     "$compress_opt" ${segments_opt[@]+"${segments_opt[@]}"} \
     --utt2num-frames "$logdir/utt2num_frames.JOB" --utt2dur "$logdir/utt2dur.JOB" \
     "$sdata/JOB/wav.scp" "$raw.JOB.ark" "$raw.JOB.scp" \
-  || { echo "$0: computing $feat_desc failed; see $logdir/make_${feat_kind}_${name}.*.log" >&2
+  || { echo "Error: $0: computing $feat_desc failed; see $logdir/make_${feat_kind}_${name}.*.log" >&2
        exit 1; }
 
 emasr merge-feats-jobs --nj "$nj" --scp-pattern "$raw.JOB.scp" \

@@ -7,7 +7,7 @@
 # whatever the permission bits say, so [ -w ] alone passes for root: the bits are checked too.
 require_writable() {
   if [ ! -w "$1" ] || [ -z "$(find "$1" -maxdepth 0 -perm /222)" ]; then
-    echo "$0: cannot write to $1 (read-only); expected a writable $2 directory" >&2; exit 1
+    die "cannot write to $1 (read-only); expected a writable $2 directory"
   fi
 }
 

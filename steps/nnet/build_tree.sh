@@ -55,29 +55,27 @@ lock_dirs "$dir"
 for f in "$data/feats.scp" "$lang/phones.txt" "$lang/topo" "$lang/phones/sets.int" \
          "$lang/phones/roots.int" "$lang/phones/context_indep.csl" "$alidir/final.mdl" \
          "$alidir/ali.1.gz"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 for opt in $context_opts; do
   case $opt in
     --context-width=3|--central-position=1) ;;
-    *) echo "$0: --context-opts '$context_opts': only the triphone context" \
-            "(--context-width=3 --central-position=1) is supported" >&2; exit 1 ;;
+    *) die "--context-opts '$context_opts': only the triphone context" \
+            "(--context-width=3 --central-position=1) is supported" ;;
   esac
 done
 if [ -f "$alidir/frame_subsampling_factor" ] && [ "$(cat "$alidir/frame_subsampling_factor")" != 1 ]; then
-  echo "$0: $alidir is already at 1/$(cat "$alidir/frame_subsampling_factor") of the features'" \
-       "frame rate: give the GMM's own (10 ms) alignments" >&2; exit 1
+  die "$alidir is already at 1/$(cat "$alidir/frame_subsampling_factor") of the features'" \
+    "frame rate: give the GMM's own (10 ms) alignments"
 fi
-[ "$frame_subsampling_factor" -ge 1 ] || {
-  echo "$0: --frame-subsampling-factor must be >= 1" >&2; exit 1; }
+[ "$frame_subsampling_factor" -ge 1 ] || die "--frame-subsampling-factor must be >= 1"
 check_phones_compatible.sh "$lang/phones.txt" "$alidir/phones.txt"
 if [ -f "$alidir/num_jobs" ]; then nj=$(cat "$alidir/num_jobs")
 else nj=$(find "$alidir" -maxdepth 1 -name 'ali.*.gz' | wc -l); fi
 for n in $(seq "$nj"); do
-  [ -f "$alidir/ali.$n.gz" ] || { echo "$0: expected file $alidir/ali.$n.gz to exist" >&2; exit 1; }
+  [ -f "$alidir/ali.$n.gz" ] || die "expected file $alidir/ali.$n.gz to exist"
 done
-[ "$(cd "$alidir" && pwd -P)" != "$(mkdir -p "$dir" && cd "$dir" && pwd -P)" ] || {
-  echo "$0: <gmm-ali-dir> and <exp-dir> must differ" >&2; exit 1; }
+[ "$(cd "$alidir" && pwd -P)" != "$(mkdir -p "$dir" && cd "$dir" && pwd -P)" ] || die "<gmm-ali-dir> and <exp-dir> must differ"
 
 # The features as the alignments' GMM read them (Kaldi's delta / lda feature types), then 1 in F.
 cmvn_opts=$(cat "$alidir/cmvn_opts" 2>/dev/null || true)

@@ -39,22 +39,21 @@ srcdir=$1; modeldir=$2; dir=$3
 lock_dirs "$dir"
 
 for f in "$srcdir/final.mdl" "$modeldir/final.mdl" "$modeldir/tree"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 if [ -f "$srcdir/num_jobs" ]; then
   nj=$(cat "$srcdir/num_jobs")
 else
   nj=$(find "$srcdir" -maxdepth 1 -name 'ali.*.gz' | wc -l)
 fi
-[ "$nj" -ge 1 ] || { echo "$0: expected files $srcdir/ali.JOB.gz to exist" >&2; exit 1; }
+[ "$nj" -ge 1 ] || die "expected files $srcdir/ali.JOB.gz to exist"
 for n in $(seq "$nj"); do
-  [ -f "$srcdir/ali.$n.gz" ] || { echo "$0: expected file $srcdir/ali.$n.gz to exist" >&2; exit 1; }
+  [ -f "$srcdir/ali.$n.gz" ] || die "expected file $srcdir/ali.$n.gz to exist"
 done
 src_factor=$(cat "$srcdir/frame_subsampling_factor" 2>/dev/null || echo 1)
 check_phones_compatible.sh "$srcdir/phones.txt" "$modeldir/phones.txt"
 emasr check-compatible --model "$modeldir/final.mdl" --tree "$modeldir/tree"
-[ "$(cd "$srcdir" && pwd -P)" != "$(mkdir -p "$dir" && cd "$dir" && pwd -P)" ] || {
-  echo "$0: <src-ali-dir> and <dir> must differ" >&2; exit 1; }
+[ "$(cd "$srcdir" && pwd -P)" != "$(mkdir -p "$dir" && cd "$dir" && pwd -P)" ] || die "<src-ali-dir> and <dir> must differ"
 
 mkdir -p "$dir/log"
 rm -f "$dir/num_jobs"  # written last: a dir without it is incomplete
@@ -71,7 +70,7 @@ $cmd JOB=1:"$nj" "$dir/log/convert.JOB.log" \
   emasr convert-ali --frame-subsampling-factor "$frame_subsampling_factor" \
     --subsample-at "$subsample_at" --reorder "$reorder" --max-failed "$max_failed" \
     "$srcdir/final.mdl" "$dir/final.mdl" "$dir/tree" "$srcdir/ali.JOB.gz" "$dir/ali.JOB.gz" \
-  || { echo "$0: conversion failed; see $dir/log/convert.*.log" >&2; exit 1; }
+  || die "conversion failed; see $dir/log/convert.*.log"
 
 factor=$((src_factor * frame_subsampling_factor))
 if [ "$factor" -gt 1 ]; then

@@ -55,13 +55,17 @@ lock_dirs "$dir"
 
 for f in "$srcdir/$model.pt" "$data/feats.scp" "$graphdir/HCLG.fst" "$graphdir/words.txt" \
          "$trans_mdl"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
-# The network, the TransitionModel and the graph must have the same pdfs, and the graph must
-# be built with the model's tree (else the C++ decoder aborts): check before any work.
-compat=(--network "$srcdir/$model.pt" --model "$trans_mdl" --graph "$graphdir")
+# The network, the TransitionModel and the graph must have the same pdfs, the graph must be
+# built with the model's tree (else the C++ decoder aborts), and the data dir must have the CMVN
+# stats of every speaker where the network normalizes per speaker: check before any work.
+compat=(--network "$srcdir/$model.pt" --model "$trans_mdl" --graph "$graphdir" --data "$data")
 [ -f "$(dirname "$trans_mdl")/tree" ] && compat+=(--tree "$(dirname "$trans_mdl")/tree")
 emasr check-compatible "${compat[@]}" || exit 1
+# the record of what the dir's outputs were made from goes first, whatever stage this starts
+# at: it is written again once they are complete (utils/lib/inputs.sh)
+remove_inputs_record "$dir"
 mkdir -p "$dir/log"
 echo "$nj" > "$dir/num_jobs"
 split_data.sh "$data" "$nj"
@@ -71,8 +75,8 @@ sdata=$data/split$nj
 # after each stage's jobs, so that a failed decode leaves only complete files.
 clean_tmp() { rm -f "$dir"/loglikes.*.tmp.* "$dir"/lat.*.gz.tmp.* "$dir"/hyp.*.txt.tmp.*; }
 if [ "$stage" -le 1 ]; then
-  # an earlier decode's lattices and scores go first: a failed decode leaves none of them
-  rm -rf "$dir"/lat.*.gz "$dir/scoring_kaldi" "$dir"/wer_* "$dir"/cer_*
+  # an earlier decode's lattices, hypotheses and scores go first: a failed decode leaves none
+  rm -rf "$dir"/lat.*.gz "$dir"/hyp.*.txt "$dir/scoring_kaldi" "$dir"/wer_* "$dir"/cer_*
 fi
 if [ "$stage" -le 0 ]; then
   clean_tmp
@@ -100,4 +104,7 @@ if [ "$stage" -le 2 ] && [ "$skip_scoring" != true ]; then
   # shellcheck disable=SC2086
   "$scorer" --max-failed-fraction "$max_failed_fraction" $scoring_opts "$data" "$graphdir" "$dir"
 fi
+# what these lattices and scores were made from (utils/lib/inputs.sh), written last
+record_inputs "$dir" "$srcdir/$model.pt" "$trans_mdl" "$graphdir/HCLG.fst" "$graphdir/words.txt" \
+  "$data/feats.scp" "$data/cmvn.scp" "$data/text" "$data/utt2spk"
 log "decoded $data with $srcdir/$model.pt into $dir"

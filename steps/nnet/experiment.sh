@@ -6,7 +6,9 @@
 # the data, lang, features, GMM ladder and targets.
 #
 # A training run and a decode dir each leave a done marker (<dir>/.done), so adding seeds or
-# strategies later only runs what is new; an interrupted training resumes from its checkpoint.
+# strategies later only runs what is new; an interrupted training resumes from its checkpoint. A
+# decode is skipped only while its model file, graph and features are those it was decoded from
+# (its inputs.sha256, utils/lib/inputs.sh): a retrained model is decoded again.
 set -eEuo pipefail   # -E: the ERR trap of recipe.sh also sees failures inside functions
 
 # Begin configuration section.
@@ -88,16 +90,16 @@ lock_dirs "$nnet_dir"
 last_stage=3
 . "$(dirname "$0")/../../utils/lib/recipe.sh"   # log, run, the ERR trap, stage_on, archive_sha256
 check_stage_range
-[ -n "$strategies" ] || { log "--strategies: expected the table's rows"; exit 1; }
+[ -n "$strategies" ] || die "--strategies: expected the table's rows"
 # the rows' names come from the registries: checked now, not after the training
 emasr report --select --strategies "$strategies" > /dev/null
 for n in $num_workers; do   # every N on M nodes in processes of K workers, checked before any work
   [[ $num_nodes =~ ^[1-9][0-9]*$ ]] && [ $((n % num_nodes)) -eq 0 ] || \
-    { log "--num-nodes '$num_nodes': expected a number of nodes that divides every" \
-          "--num-workers ('$num_workers')"; exit 1; }
+    die "--num-nodes '$num_nodes': expected a number of nodes that divides every" \
+          "--num-workers ('$num_workers')"
   [[ $workers_per_process =~ ^[1-9][0-9]*$ ]] && [ $((n / num_nodes % workers_per_process)) -eq 0 ] || \
-    { log "--workers-per-process '$workers_per_process': expected a number of workers that" \
-          "divides every --num-workers ('$num_workers') on each of --num-nodes $num_nodes"; exit 1; }
+    die "--workers-per-process '$workers_per_process': expected a number of workers that" \
+          "divides every --num-workers ('$num_workers') on each of --num-nodes $num_nodes"
 done
 
 base_strategies() {
@@ -190,7 +192,7 @@ choose_grid_points() {
         done < <(grid_points "$base")
         $trained || continue
         best=$(emasr report --select --archs "$arch" --strategies "$base" "${dirs[@]}")
-        [ -n "$best" ] || { log "${dirs[*]}: emasr report --select chose none of them"; exit 1; }
+        [ -n "$best" ] || die "${dirs[*]}: emasr report --select chose none of them"
         suffix=${best#"$prefix"}
         point_chosen["$arch $base $n"]=$(grid_points "$base" | awk -v s="${suffix:--}" '$1 == s')
         log "$prefix*: the grid point chosen on dev for the other seeds: ${suffix:--}"
@@ -243,22 +245,23 @@ averaging_opts() {
 }
 
 if [ -n "$grid_seed" ] && ! [[ " $seeds " == *" $grid_seed "* ]]; then
-  log "--grid-seed '$grid_seed': expected one of --seeds ('$seeds')"; exit 1
+  die "--grid-seed '$grid_seed': expected one of --seeds ('$seeds')"
 fi
-# each rule's grid points, read once (and the grid checked before any work)
+# each rule's grid points, read once (and the whole grid checked before any work: its values,
+# its keys, its rules against the rows')
 declare -A grid_of_rule
 for base in $(base_strategies); do
-  grid_of_rule[$base]=$(emasr tuning-grid --grid "$grid" "$base")
+  grid_of_rule[$base]=$(emasr tuning-grid --grid "$grid" --rules "$(base_strategies)" "$base")
 done
 if [ -n "$warm_start_epochs" ]; then   # the one-worker runs the parallel ones start from
   [[ $warm_start_epochs =~ ^[1-9][0-9]*$ ]] || \
-    { log "--warm-start-epochs '$warm_start_epochs': expected a number of epochs >= 1"; exit 1; }
+    die "--warm-start-epochs '$warm_start_epochs': expected a number of epochs >= 1"
   [[ " $(base_strategies) " == *" single "* ]] || \
-    { log "--warm-start-epochs: expected a row 'single' in --strategies (the one-worker runs" \
-          "the parallel runs start from)"; exit 1; }
+    die "--warm-start-epochs: expected a row 'single' in --strategies (the one-worker runs" \
+          "the parallel runs start from)"
   [ "${grid_of_rule[single]}" = - ] || \
-    { log "--warm-start-epochs: the 'single' runs have a --grid; a warm start needs one" \
-          "one-worker run per arch and seed"; exit 1; }
+    die "--warm-start-epochs: the 'single' runs have a --grid; a warm start needs one" \
+          "one-worker run per arch and seed"
 fi
 
 train_runs() {
@@ -283,8 +286,8 @@ train_runs() {
     warm=()
     if [ -n "$warm_start_epochs" ] && [ "$base" != single ]; then
       warm=(--init-model "$(warm_start_of "$arch" "$seed")")
-      [ -f "${warm[1]}/state.pt" ] || { log "${warm[1]}: expected the one-worker run's" \
-        "checkpoint after epoch $warm_start_epochs (its epochs: --epochs)"; exit 1; }
+      [ -f "${warm[1]}/state.pt" ] || die "${warm[1]}: expected the one-worker run's" \
+        "checkpoint after epoch $warm_start_epochs (its epochs: --epochs)"
     fi
     run steps/nnet/train.sh --cmd "$cuda_cmd" --nnet-config "$nnet_config_dir/$arch.yaml" \
       --num-workers "$((workers / nodes))" --num-nodes "$nodes" --strategy "$base" \
@@ -312,12 +315,27 @@ else
   choose_grid_points
 fi
 
+decoded_already() {
+  # decoded_already DECODE_DIR OPTIONS: its done marker holds these decode options and every
+  # input it was decoded from (its inputs.sha256: the model file, graph, features, reference)
+  # still has the digest recorded; otherwise the reason is logged and it is decoded again
+  [ -f "$1/.done" ] || return 1
+  if [ "$(cat "$1/.done")" != "$2" ]; then
+    log "$1: decoded with other options ($(cat "$1/.done")); decoding again"
+    return 1
+  fi
+  if ! inputs_unchanged "$1"; then
+    log "$1: not decoded from the inputs it has now ($changed); decoding again"
+    return 1
+  fi
+}
+
 if stage_on 2; then
   # with a grid, only the runs the report uses (best on dev) are decoded
   candidates=()
   for dir in $(nnet_dirs); do [ -f "$dir/.done" ] && candidates+=("$dir"); done
   if [ ${#candidates[@]} -eq 0 ]; then
-    log "decoding: no trained network in $nnet_dir (train first)"; exit 1
+    die "decoding: no trained network in $nnet_dir (train first)"
   fi
   selected=$(emasr report --select --archs "$archs" --strategies "$strategies" "${candidates[@]}")
   log "decoding dev and test with $(echo $selected | wc -w) network(s)"
@@ -330,24 +348,26 @@ if stage_on 2; then
         continue   # a control at a worker count left to its dev frame accuracy
       fi
       kept=$(cd "$dir" && ls "$model.pt" "${model}"_*.pt 2> /dev/null | sed 's/\.pt$//' || true)
-      [ -n "$kept" ] || { log "expected $dir/$model.pt or ${model}_*.pt (the row $base+$model)"; exit 1; }
+      [ -n "$kept" ] || die "expected $dir/$model.pt or ${model}_*.pt (the row $base+$model)"
       models="$models $kept"   # several EMAs (one per half-life): the report picks one on dev
     done
     for model in $models; do
       for set in dev test; do
         ddir=$dir/decode_$set
         [ "$model" = final ] || ddir=${ddir}_$model
-        if [ -f "$ddir/.done" ]; then
-          log "$ddir: decoded already; skipped"
-          continue
-        fi
         data=$dev_data
         [ "$set" = test ] && data=$test_data
+        decode_opts="$nnet_decode_opts --scoring-opts '$nnet_scoring_opts' $graph $data"
+        if decoded_already "$ddir" "$decode_opts"; then
+          log "$ddir: decoded already, from the same model, graph and features; skipped"
+          continue
+        fi
+        rm -f "$ddir/.done"
         # shellcheck disable=SC2086
         run steps/nnet/decode.sh --cmd "$decode_cmd" --nj "$nj" --model "$model" \
           --trans-mdl "$trans_mdl" $nnet_decode_opts --scoring-opts "$nnet_scoring_opts" \
           "$graph" "$data" "$ddir"
-        touch "$ddir/.done"
+        echo "$decode_opts" > "$ddir/.done"
       done
     done
   done

@@ -45,14 +45,14 @@ lock_dirs "$dir"
 
 if [ "$ali_type" = transition ]; then
   if [ ! -f "$ali_dir/final.mdl" ]; then
-    echo "$0: expected file $ali_dir/final.mdl to exist" >&2; exit 1
+    die "expected file $ali_dir/final.mdl to exist"
   fi
 fi
 if ! ls "$ali_dir"/ali.*.gz "$ali_dir"/ali.[0-9]* >/dev/null 2>&1; then
-  echo "$0: expected files $ali_dir/ali.JOB.gz to exist" >&2; exit 1
+  die "expected files $ali_dir/ali.JOB.gz to exist"
 fi
 if [ ! -f "$data/utt2num_frames" ] && [ ! -f "$data/feats.scp" ]; then
-  echo "$0: expected file $data/utt2num_frames or $data/feats.scp to exist" >&2; exit 1
+  die "expected file $data/utt2num_frames or $data/feats.scp to exist"
 fi
 if [ -z "$frame_subsampling_factor" ]; then
   frame_subsampling_factor=$(cat "$ali_dir/frame_subsampling_factor" 2>/dev/null || echo 3)

@@ -75,16 +75,14 @@ targets=$1; train_data=$2; dev_data=$3; dir=$4
 lock_dirs "$dir"
 
 if ! [[ $num_workers =~ ^[0-9]+$ ]] || [ "$num_workers" -lt 1 ]; then
-  echo "$0: --num-workers must be a positive integer (workers on each node), got '$num_workers'" >&2
-  exit 1
+  die "--num-workers must be a positive integer (workers on each node), got '$num_workers'"
 fi
 if [ "$num_nodes" -lt 1 ]; then
-  echo "$0: --num-nodes must be a positive integer, got '$num_nodes'" >&2; exit 1
+  die "--num-nodes must be a positive integer, got '$num_nodes'"
 fi
 if [ "$num_nodes" -gt 1 ] && [ -n "$torchrun_opts" ]; then
-  echo "$0: give --num-nodes or --torchrun-opts, not both (--num-nodes sets torchrun's nodes" \
-    "and rendezvous)" >&2
-  exit 1
+  die "give --num-nodes or --torchrun-opts, not both (--num-nodes sets torchrun's nodes" \
+    "and rendezvous)"
 fi
 # K from --workers-per-process, or from --set-opts; --num-workers keeps counting workers (N)
 opts_k=
@@ -92,46 +90,36 @@ for kv in $set_opts; do
   case $kv in dist.workers_per_process=*) opts_k=${kv#dist.workers_per_process=} ;; esac
 done
 if [ -n "$workers_per_process" ] && [ -n "$opts_k" ] && [ "$workers_per_process" != "$opts_k" ]; then
-  echo "$0: --workers-per-process $workers_per_process and --set-opts dist.workers_per_process=$opts_k differ" >&2
-  exit 1
+  die "--workers-per-process $workers_per_process and --set-opts dist.workers_per_process=$opts_k differ"
 fi
 per_process=${workers_per_process:-${opts_k:-1}}
 if ! [[ $per_process =~ ^[0-9]+$ ]] || [ "$per_process" -lt 1 ]; then
-  echo "$0: --workers-per-process must be a positive integer, got '$per_process'" >&2
-  exit 1
+  die "--workers-per-process must be a positive integer, got '$per_process'"
 fi
 if [ $((num_workers % per_process)) -ne 0 ]; then
-  echo "$0: --num-workers $num_workers is not a multiple of --workers-per-process $per_process" \
-       "(processes = workers / workers per process)" >&2
-  exit 1
+  die "--num-workers $num_workers is not a multiple of --workers-per-process $per_process" \
+       "(processes = workers / workers per process)"
 fi
 processes=$((num_workers / per_process))
 for f in "$targets/pdf.scp" "$targets/num_pdfs" "$targets/prior.vec" \
          "$train_data/feats.scp" "$dev_data/feats.scp"; do
-  [ -f "$f" ] || { echo "$0: expected file $f to exist" >&2; exit 1; }
+  [ -f "$f" ] || die "expected file $f to exist"
 done
 if [ -n "$nnet_config" ] && [ ! -f "$nnet_config" ]; then
-  echo "$0: expected file $nnet_config to exist" >&2; exit 1
+  die "expected file $nnet_config to exist"
 fi
 if [ -n "$init_model" ] && [ ! -e "$init_model" ]; then
-  echo "$0: --init-model: expected file $init_model to exist (a model file or an epoch-end" \
-    "checkpoint dir)" >&2
-  exit 1
+  die "--init-model: expected file $init_model to exist (a model file or an epoch-end" \
+    "checkpoint dir)"
 fi
 if [ -n "$trans_mdl" ]; then
-  [ -f "$trans_mdl" ] || { echo "$0: expected file $trans_mdl to exist" >&2; exit 1; }
+  [ -f "$trans_mdl" ] || die "expected file $trans_mdl to exist"
   # Targets of one model trained against another's TransitionModel decode to nonsense: check
   # the pdf counts (and the tree beside the model) before any work.
   compat=(--targets "$targets" --model "$trans_mdl")
   [ -f "$(dirname "$trans_mdl")/tree" ] && compat+=(--tree "$(dirname "$trans_mdl")/tree")
   emasr check-compatible "${compat[@]}" || exit 1
 fi
-mkdir -p "$dir/log"
-if [ -n "$trans_mdl" ]; then
-  cp "$trans_mdl" "$dir/final.mdl"
-  [ -f "$(dirname "$trans_mdl")/tree" ] && cp "$(dirname "$trans_mdl")/tree" "$dir/tree"
-fi
-
 args=()
 [ -n "$nnet_config" ] && args+=(--config "$nnet_config")
 [ -n "$strategy" ] && args+=(--strategy "$strategy")
@@ -143,14 +131,24 @@ args=()
 [ -n "$init_model" ] && args+=(--set "train.init_model='${init_model//\'/\'\'}'")
 for kv in $set_opts; do args+=(--set "$kv"); done
 [ -n "$workers_per_process" ] && args+=(--set "dist.workers_per_process=$workers_per_process")
-# the regime before any work (emasr regime, from the targets' lengths, as the trainer deals the
-# shards): its numbers in log/regime.log, one warning line here when BMUF's data rule is broken
-if ! warning=$(emasr regime "${args[@]}" --num-workers $((num_workers * num_nodes)) "$targets" \
-                 "$train_data" 2>&1 > "$dir/log/regime.log"); then
-  sed "s|^|$0: |" <<<"$warning" >&2; exit 1
+# the regime before anything is written (emasr regime, from the targets' lengths, as the trainer
+# deals the shards; it refuses targets without frames or at another frame rate): its numbers in
+# log/regime.log, one warning line here when BMUF's data rule is broken
+regime_err=$(mktemp)
+if ! regime=$(emasr regime "${args[@]}" --num-workers $((num_workers * num_nodes)) "$targets" \
+                "$train_data" 2> "$regime_err"); then
+  sed "s|^Error: |Error: $0: |" "$regime_err" >&2   # emasr's Error line, naming this step
+  rm -f "$regime_err"
+  exit 1
 fi
-# each line its own prefix (a logging warning and the data rule's may both come)
-[ -z "$warning" ] || sed "s|^|$0: |" <<<"$warning" >&2
+cat "$regime_err" >&2   # log lines (the data rule's warning)
+rm -f "$regime_err"
+mkdir -p "$dir/log"
+printf '%s\n' "$regime" > "$dir/log/regime.log"
+if [ -n "$trans_mdl" ]; then
+  cp "$trans_mdl" "$dir/final.mdl"
+  [ -f "$(dirname "$trans_mdl")/tree" ] && cp "$(dirname "$trans_mdl")/tree" "$dir/tree"
+fi
 [ "$resume" = true ] && args+=(--resume)
 
 # The job's environment, set on its command line: a scheduler's job does not inherit this shell's

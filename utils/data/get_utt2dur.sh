@@ -26,7 +26,7 @@ if [ $# -ne 1 ]; then
 fi
 data=$1
 [ ! -d "$data" ] || lock_dirs "$data"
-[ -f "$data/utt2spk" ] || { echo "$0: expected file $data/utt2spk to exist" >&2; exit 1; }
+[ -f "$data/utt2spk" ] || die "expected file $data/utt2spk to exist"
 opts=()
 [ -n "$frame_shift" ] && opts+=(--frame-shift "$frame_shift")
 emasr get-utt2dur ${opts[@]+"${opts[@]}"} "$data"

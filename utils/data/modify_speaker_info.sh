@@ -26,13 +26,13 @@ fi
 srcdir=$1
 destdir=$2
 lock_dirs "$destdir"
-[ -f "$srcdir/utt2spk" ] || { echo "$0: expected file $srcdir/utt2spk to exist" >&2; exit 1; }
+[ -f "$srcdir/utt2spk" ] || die "expected file $srcdir/utt2spk to exist"
 case "$utts_per_spk_max" in
-  ''|*[!0-9]*|0) echo "$0: --utts-per-spk-max must be a positive integer, not '$utts_per_spk_max'" >&2
+  ''|*[!0-9]*|0) echo "Error: $0: --utts-per-spk-max must be a positive integer, not '$utts_per_spk_max'" >&2
                  exit 1 ;;
 esac
 [ "$(cd "$srcdir" && pwd)" != "$(mkdir -p "$destdir" && cd "$destdir" && pwd)" ] || \
-  { echo "$0: <srcdir> and <destdir> must differ" >&2; exit 1; }
+  die "<srcdir> and <destdir> must differ"
 
 for f in wav.scp text segments feats.scp utt2dur utt2num_frames utt2uniq reco2file_and_channel \
          frame_shift; do

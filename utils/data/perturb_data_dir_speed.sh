@@ -17,7 +17,7 @@ if [ $# -ne 3 ]; then
 fi
 factor=$1; srcdir=$2; destdir=$3
 lock_dirs "$destdir"
-[ -f "$srcdir/wav.scp" ] || { echo "$0: expected file $srcdir/wav.scp to exist" >&2; exit 1; }
+[ -f "$srcdir/wav.scp" ] || die "expected file $srcdir/wav.scp to exist"
 emasr perturb-data-dir-speed --factors "$factor" --always-include-prefix "$srcdir" "$destdir"
 "$(dirname "$0")/../validate_data_dir.sh" --no-feats --no-text "$destdir"
 log "generated speed-perturbed version of data in $srcdir, in $destdir"

@@ -24,11 +24,11 @@ if [ $# -ne 2 ]; then
 fi
 srcdir=$1; destdir=$2
 lock_dirs "$destdir"
-[ -f "$srcdir/wav.scp" ] || { echo "$0: expected file $srcdir/wav.scp to exist" >&2; exit 1; }
+[ -f "$srcdir/wav.scp" ] || die "expected file $srcdir/wav.scp to exist"
 case "$always_include_prefix" in
   true) prefix_opt=--always-include-prefix ;;
   false) prefix_opt=--no-always-include-prefix ;;
-  *) echo "$0: --always-include-prefix must be true or false, not '$always_include_prefix'" >&2; exit 1 ;;
+  *) die "--always-include-prefix must be true or false, not '$always_include_prefix'" ;;
 esac
 emasr perturb-data-dir-speed --factors 0.9,1.0,1.1 "$prefix_opt" "$srcdir" "$destdir"
 "$(dirname "$0")/../validate_data_dir.sh" --no-feats --no-text "$destdir"

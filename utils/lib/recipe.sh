@@ -12,7 +12,8 @@
 . "$(dirname "${BASH_SOURCE[0]}")/log.sh"   # log, shell_quoted, log_command
 
 current_command=
-trap 'rc=$?; log --error "FAILED (exit $rc): ${current_command:-$BASH_COMMAND}; the log to read is named above"' ERR
+# the failed command, after the lines in which it said why (its Error line, a job's log named)
+trap 'rc=$?; log --error "FAILED (exit $rc): ${current_command:-$BASH_COMMAND}"' ERR
 # Ctrl-C or a kill stops the recipe once the running command has ended. Without these traps bash
 # goes on to the next command whenever that command's process exited normally after the signal
 # (a Python step that caught it, or got it while exiting with 0), as if nothing had happened.
@@ -33,8 +34,7 @@ check_stage_range() {
   local value
   for value in "stage=$stage" "stop-stage=$stop_stage"; do
     if ! [[ ${value#*=} =~ ^[0-9]+$ ]] || [ "${value#*=}" -gt "$last_stage" ]; then
-      echo "$0: --${value%%=*} must be a stage number from 0 to $last_stage, got '${value#*=}'" >&2
-      exit 1
+      die "--${value%%=*} must be a stage number from 0 to $last_stage, got '${value#*=}'"
     fi
   done
 }
@@ -78,10 +78,9 @@ begin_stage() {
     recorded=$(sed -n 's/^settings: //p' "$marker")
     current=$(settings_of "$1")
     if [ -n "$recorded" ] && [ "$recorded" != "$current" ]; then
-      log "stage $1 ($2) was done with other settings ($(settings_changes "$recorded" "$current")):" \
+      die "stage $1 ($2) was done with other settings ($(settings_changes "$recorded" "$current")):" \
         "its outputs do not match this run. Remove $marker to redo it (and the stages after it)," \
         "or run with the settings it was done with"
-      exit 1
     fi
     log "stage $1 ($2): done already ($marker: $(head -1 "$marker")); skipped"
     return 1

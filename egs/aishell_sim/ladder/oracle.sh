@@ -30,7 +30,7 @@ results=$PWD/ladder/oracle/RESULTS.md
 w=exp/ladder_work
 for f in "$w/exp/tri1_ali/final.mdl" "$w/exp/tri3_ali/ali.1.gz" "$w/exp/nnet_tree/graph/HCLG.fst" \
          "$w/exp/nnet/dnn_single_s1/decode_test/scoring_kaldi/best_cer"; do
-  [ -f "$f" ] || { echo "$0: expected $f: run ladder/run.sh --baseline false first" >&2; exit 1; }
+  [ -f "$f" ] || die "expected $f: run ladder/run.sh --baseline false first"
 done
 mkdir -p ladder/oracle
 start=$(date +%s)
@@ -126,4 +126,4 @@ EOF
   echo "wall time of this invocation: $(( $(date +%s) - start )) s"
 } > "$results.tmp"
 mv "$results.tmp" "$results"
-echo "$0: wrote $results"
+log "wrote $results"

@@ -24,7 +24,7 @@ piece() {
   # call with the same NAME skips it
   local name=$1 t0
   shift
-  [ -f "$pieces/$name.done" ] && { echo "$0: $name done already"; return; }
+  [ -f "$pieces/$name.done" ] && { log "$name done already"; return; }
   t0=$(date +%s)
   "$@"
   echo "$(( $(date +%s) - t0 )) s" > "$pieces/$name.done"

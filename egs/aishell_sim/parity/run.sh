@@ -146,7 +146,7 @@ case $piece in
          --strategies "single single+ema" ;;
   P6c) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${lstm[@]}" "${lstm24[@]}" "${lstm_bmuf[@]}" ;;
   P9) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${warm[@]}" ;;
-  *) echo "$0: unknown piece '$piece' (expected P0, P1, P2, P3a-P3g, P4, P5a-P5d, P6a-P6c, P9: PLAN.md)" >&2
+  *) echo "Error: $0: unknown piece '$piece' (expected P0, P1, P2, P3a-P3g, P4, P5a-P5d, P6a-P6c, P9: PLAN.md)" >&2
      exit 1 ;;
 esac
 

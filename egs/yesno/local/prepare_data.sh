@@ -6,6 +6,7 @@
 # first half of the directory listing), without the README files it also listed as test
 # utterances.
 set -euo pipefail
+. utils/lib/log.sh   # log, die: the console format
 
 if [ $# -ne 1 ]; then
   echo "Usage: $0 <waves_yesno-dir>" >&2
@@ -23,17 +24,17 @@ prepare() {  # prepare <set> <first word 0|1>
   for wav in "$waves"/"$2"_*.wav; do
     [ -f "$wav" ] || continue
     utt=$(basename "$wav" .wav)
-    case "$utt" in *[!01_]*) echo "$0: $wav: expected a name of 0s and 1s joined by _" >&2; exit 1 ;; esac
+    case "$utt" in *[!01_]*) die "$wav: expected a name of 0s and 1s joined by _" ;; esac
     echo "$utt $wav" >> "$dir/wav.scp"
     echo "$utt $(words "$utt")" >> "$dir/text"
     echo "$utt global" >> "$dir/utt2spk"
     n=$((n + 1))
   done
-  [ "$n" -gt 0 ] || { echo "$0: no recordings $waves/$2_*.wav (expected Kaldi's waves_yesno)" >&2; exit 1; }
+  [ "$n" -gt 0 ] || die "no recordings $waves/$2_*.wav (expected Kaldi's waves_yesno)"
   for f in wav.scp text utt2spk; do sort "$dir/$f" -o "$dir/$f"; done
   utils/utt2spk_to_spk2utt.pl "$dir/utt2spk" > "$dir/spk2utt"
   utils/validate_data_dir.sh --no-feats "$dir"
-  echo "$0: $dir: $n utterances"
+  log "$dir: $n utterances"
 }
 prepare train_yesno 0
 prepare test_yesno 1

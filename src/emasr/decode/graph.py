@@ -29,7 +29,7 @@ from emasr.kaldi.fst import fst_size, map_input_labels_to_epsilon, read_fst, wri
 from emasr.io.atomic import atomic_write
 from emasr.io.table import read_lines
 from emasr.lang.symbols import read_symbols
-from emasr.lang.validate import fst_labels, grammar_problems
+from emasr.lang.validate import fst_labels, grammar_problems, lexicon_problems
 from emasr.fst_stack import kaldi_hmm_gmm, kaldifst
 
 logger = logging.getLogger(__name__)
@@ -108,10 +108,12 @@ def compose_lg(lang_dir: str) -> kaldifst.StdVectorFst:
     """L_disambig o G, determinized in the log semiring and minimized (Kaldi's LG.fst)."""
     lexicon = read_fst(os.path.join(lang_dir, "L_disambig.fst"))
     grammar = read_fst(os.path.join(lang_dir, "G.fst"))
-    # a G.fst of another words.txt composes, then fails inside the decoder
-    problems = grammar_problems(fst_labels(grammar)[0],
-                                read_symbols(os.path.join(lang_dir, "words.txt")),
-                                os.path.join(lang_dir, "G.fst"))
+    # a damaged L_disambig.fst that OpenFst still reads composes into another graph, and a G.fst
+    # of another words.txt composes, then fails inside the decoder: validate_lang's checks of both
+    problems = lexicon_problems(lang_dir, lexicon)
+    problems += grammar_problems(fst_labels(grammar)[0],
+                                 read_symbols(os.path.join(lang_dir, "words.txt")),
+                                 os.path.join(lang_dir, "G.fst"))
     if problems:
         raise GraphError("\n".join(problems))
     kaldifst.arcsort(lexicon, sort_type="olabel")
@@ -317,9 +319,11 @@ def mkgraph_cli(self_loop_scale, transition_scale, lang_dir, model_dir, graph_di
         check_lang_phones_in_model(lang_dir, model)
         trans_model = read_model(model).transition_model
         ctx_dep = read_tree(tree)
-        # A stale tree record beside a new HCLG.fst would let a decoder accept the wrong model.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(graph_dir, TREE_DIGEST_FILE))
+        # An earlier graph left beside a failed build would be decoded as if it were this one's,
+        # and a stale tree record would let a decoder accept the wrong model: both go first.
+        for name in ("HCLG.fst", "num_pdfs", TREE_DIGEST_FILE):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(graph_dir, name))
         make_graph(lang_dir, graph_dir, trans_model, ctx_dep, self_loop_scale, transition_scale)
         record_tree(graph_dir, tree)
     except (GraphError, CompatError) as err:

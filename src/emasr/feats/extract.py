@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import sys
 
 import click
 
@@ -39,8 +38,10 @@ class TooManyFailures(RuntimeError):
 
 def extract_job(extractor, wav_scp: str, ark: str, scp: str, segments: str | None = None,
                 compress: bool = False, utt2num_frames: str | None = None,
-                utt2dur: str | None = None, log_every: int = 100) -> tuple[int, int]:
-    """Compute features for every utterance of wav_scp (or segments); return (done, failed)."""
+                utt2dur: str | None = None, log_every: int = 100,
+                failures: list[tuple[str, str]] | None = None) -> tuple[int, int]:
+    """Compute features for every utterance of wav_scp (or segments); return (done, failed).
+    `failures` gets (utterance, reason) of each utterance skipped."""
     num_frames: dict[str, str] = {}
     durations: dict[str, str] = {}
     failed = 0
@@ -56,6 +57,8 @@ def extract_job(extractor, wav_scp: str, ark: str, scp: str, segments: str | Non
             except WavError as err:
                 failed += 1
                 log.warning("skipping utterance %s: %s", utt, err)
+                if failures is not None:
+                    failures.append((utt, str(err)))
                 continue
             writer.write(utt, feats)
             num_frames[utt] = str(len(feats))
@@ -126,15 +129,19 @@ def _job_options(func):
 
 def _run_job(extractor, wav_scp, ark, scp, segments, compress, utt2num_frames, utt2dur,
              log_every) -> None:
+    failures: list[tuple[str, str]] = []
     try:
         done, failed = extract_job(extractor, wav_scp, ark, scp, segments, compress,
-                                   utt2num_frames, utt2dur, log_every)
+                                   utt2num_frames, utt2dur, log_every, failures)
     except OSError as err:  # a full disk or a read-only dir: one line naming the file
         where = f"{err.filename}: " if err.filename else ""
         raise click.ClickException(f"{where}{err.strerror or err}") from None
     if done == 0 and failed > 0:
-        log.error("no utterance succeeded (%d failed)", failed)
-        sys.exit(1)
+        # the reason, not only the count: when every utterance fails it is usually one reason
+        # (sox missing, a wrong sample rate), which the console line should say
+        utt, reason = failures[0]
+        raise click.ClickException(f"no utterance of {wav_scp} succeeded ({failed} failed); the "
+                                   f"first, {utt}: {reason}")
 
 
 def _make(factory, *args):

@@ -1,11 +1,12 @@
 """The data-dir subcommands behind utils/*.sh and utils/*.pl (Kaldi's names and options).
 
-Each command reports a bad input as one line `emasr <command>: <file>:<line>: <problem>; expected
-<what>` on stderr and exits 1, without a traceback.
+Each command reports a bad input as one line `Error: <file>:<line>: <problem>; expected <what>` on
+stderr (the console format, docs/reliability.md) and exits 1, without a traceback.
 """
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 from typing import Callable
 
@@ -16,6 +17,7 @@ from emasr.io.kaldi_lists import ListError
 from emasr.io.table import TableError
 
 DATA_DIR = click.Path(file_okay=False)
+logger = logging.getLogger(__name__)
 
 
 def reports_bad_input(func: Callable) -> Callable:
@@ -26,12 +28,9 @@ def reports_bad_input(func: Callable) -> Callable:
         try:
             return func(*args, **kwargs)
         except (DataDirError, TableError, ListError) as err:
-            click.echo(f"{click.get_current_context().command_path}: error: {err}", err=True)
-            sys.exit(1)
+            raise click.ClickException(str(err)) from None
         except OSError as err:
-            click.echo(f"{click.get_current_context().command_path}: error: {err.filename}: "
-                       f"{err.strerror}", err=True)
-            sys.exit(1)
+            raise click.ClickException(f"{err.filename}: {err.strerror}") from None
 
     return wrapper
 
@@ -42,18 +41,24 @@ def reports_bad_input(func: Callable) -> Callable:
 @click.option("--no-wav", is_flag=True, help="Do not require wav.scp (still checked if present).")
 @click.option("--no-spk-sort", is_flag=True,
               help="Do not require utt2spk to be sorted by speaker as well as by utterance.")
+@click.option("--quiet", is_flag=True,
+              help="Only the check: no warnings, no success line (a step checking its input "
+                   "repeats nothing the data prep's own validation said).")
 @click.argument("data", type=DATA_DIR)
 @reports_bad_input
-def validate_data_dir_cli(no_feats, no_text, no_wav, no_spk_sort, data):
+def validate_data_dir_cli(no_feats, no_text, no_wav, no_spk_sort, quiet, data):
     """Check a Kaldi data dir: encoding (UTF-8, no CRLF), sorted unique keys, the same utterances in
     every utterance table, spk2utt agreeing with utt2spk, speaker-sorted utt2spk, segments sanity,
     non-empty transcripts. The first problem is reported with its file and line."""
     from emasr.io.datadir_validate import ValidateOptions, validate_data_dir
 
     opts = ValidateOptions(no_feats, no_text, no_wav, no_spk_sort)
-    for warning in validate_data_dir(data, opts):
-        click.echo(f"validate_data_dir.sh: warning: {warning}", err=True)
-    click.echo(f"validate_data_dir.sh: Successfully validated data-directory {data}")
+    warnings = validate_data_dir(data, opts)
+    if quiet:
+        return
+    for warning in warnings:
+        logger.warning("%s", warning)
+    logger.info("successfully validated data-directory %s", data)
 
 
 @click.command("fix-data-dir")

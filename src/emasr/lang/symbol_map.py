@@ -10,6 +10,7 @@ a space before the newline; here neither script writes trailing spaces.
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -21,6 +22,8 @@ import click
 
 from emasr.io.table import TableError
 from emasr.lang.symbols import read_symbols
+
+logger = logging.getLogger(__name__)
 
 MAX_OOV_WARNINGS = 20  # as sym2int.pl
 
@@ -85,9 +88,9 @@ class Sym2Int:
             raise SymbolMapError(f"sym2int.pl: undefined symbol {token} ({where})")
         self.replaced += 1
         if self.replaced <= MAX_OOV_WARNINGS:
-            click.echo(f"sym2int.pl: replacing {token} with {self.oov_name}", err=True)
+            logger.warning("sym2int.pl: replacing %s with %s", token, self.oov_name)
             if self.replaced == MAX_OOV_WARNINGS:
-                click.echo("sym2int.pl: not warning for OOVs any more times", err=True)
+                logger.warning("sym2int.pl: not warning for OOVs any more times")
         return str(self.oov_id)
 
 
@@ -162,7 +165,8 @@ def sym2int_cli(map_oov, field_spec, symtab, files):
     mapper = Sym2Int(table, _oov_id(map_oov, table, symtab), map_oov)
     _run(fields, mapper, files)
     if mapper.replaced:
-        click.echo(f"** Replaced {mapper.replaced} instances of OOVs with {map_oov}", err=True)
+        logger.warning("sym2int.pl: replaced %d instances of OOVs with %s", mapper.replaced,
+                       map_oov)
 
 
 @click.command("int2sym")

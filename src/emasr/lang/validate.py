@@ -8,14 +8,21 @@ L.fst/L_disambig.fst (and G.fst when present) are readable, sorted, and use only
 """
 from __future__ import annotations
 
+import logging
+import math
 import os
 from pathlib import Path
 
 import click
 
 from emasr.io.table import TableError, read_lines
+from emasr.kaldi.fst import read_fst
+from emasr.kaldi.openfst_binary import FstFormatError
 from emasr.lang.symbols import read_symbols
 from emasr.fst_stack import kaldi_hmm_gmm, kaldifst
+
+
+logger = logging.getLogger(__name__)
 
 
 class LangError(ValueError):
@@ -131,6 +138,31 @@ def fst_labels(fst) -> tuple[list[tuple[int, int]], bool, bool]:
     return labels, isorted, osorted
 
 
+def fst_problems(fst, path, in_ok: set[int], out_ok: set[int], sort: str
+                 ) -> tuple[list[str], list[tuple[int, int]]]:
+    """What is wrong with a lang dir's FST (labels outside the symbol tables, arcs not sorted as
+    the lang dir's writer sorts them, arcs to states that do not exist, NaN weights: a damaged
+    file that OpenFst still reads), and its (ilabel, olabel) pairs."""
+    labels, isorted, osorted = fst_labels(fst)
+    problems = []
+    if (sort == "olabel" and not osorted) or (sort == "ilabel" and not isorted):
+        problems.append(f"{path}: arcs are not {sort}-sorted (run fstarcsort --sort_type={sort})")
+    bad_in = sorted({i for i, _ in labels} - in_ok)
+    bad_out = sorted({o for _, o in labels} - out_ok)
+    if bad_in or bad_out:
+        problems.append(f"{path}: unexpected input labels {bad_in[:10]} / output labels "
+                        f"{bad_out[:10]}; expected those of the lang dir's symbol tables")
+    num_states = fst.num_states
+    for state in kaldifst.StateIterator(fst):
+        for arc in kaldifst.ArcIterator(fst, state):
+            if not 0 <= arc.nextstate < num_states or math.isnan(float(arc.weight.value)):
+                problems.append(f"{path}: state {state} has an arc to state {arc.nextstate} with "
+                                f"weight {arc.weight.value}; expected one of its {num_states} "
+                                "states and a number (the file is damaged: rebuild it)")
+                return problems, labels
+    return problems, labels
+
+
 def check_fst(c: LangCheck, name: str, in_ok: set[int], out_ok: set[int], sort: str
               ) -> list[tuple[int, int]] | None:
     """Check one FST of the lang dir; its (ilabel, olabel) pairs, or None when it is absent or
@@ -139,18 +171,25 @@ def check_fst(c: LangCheck, name: str, in_ok: set[int], out_ok: set[int], sort: 
     if path is None:
         return None
     try:
-        fst = kaldifst.StdVectorFst.read(str(path))
-    except Exception as err:
+        fst = read_fst(path)
+    except (FstFormatError, OSError) as err:
         c.fail(f"{path}: not readable as an OpenFst StdVectorFst ({err})")
         return None
-    labels, isorted, osorted = fst_labels(fst)
-    if (sort == "olabel" and not osorted) or (sort == "ilabel" and not isorted):
-        c.fail(f"{path}: arcs are not {sort}-sorted (run fstarcsort --sort_type={sort})")
-    bad_in = sorted({i for i, _ in labels} - in_ok)
-    bad_out = sorted({o for _, o in labels} - out_ok)
-    if bad_in or bad_out:
-        c.fail(f"{path}: unexpected input labels {bad_in[:10]} / output labels {bad_out[:10]}")
+    problems, labels = fst_problems(fst, path, in_ok, out_ok, sort)
+    for problem in problems:
+        c.fail(problem)
     return labels
+
+
+def lexicon_problems(lang_dir: str | os.PathLike, fst, name: str = "L_disambig.fst") -> list[str]:
+    """validate_lang's check of a lexicon FST, for a step that reads it without validating the
+    whole lang dir (mkgraph): its labels must be phones of phones.txt (disambiguation symbols
+    included) and words of words.txt, its states whole (the order of its arcs is the step's
+    business: mkgraph sorts them itself)."""
+    phones = read_symbols(Path(lang_dir) / "phones.txt")
+    words = read_symbols(Path(lang_dir) / "words.txt")
+    word_ids = set(words.values()) - {words.get("<s>"), words.get("</s>")}
+    return fst_problems(fst, Path(lang_dir) / name, set(phones.values()), word_ids, "any")[0]
 
 
 def grammar_problems(labels: list[tuple[int, int]], words: dict[str, int], where: str
@@ -229,4 +268,4 @@ def validate_lang_cli(lang_dir: str) -> None:
         validate_lang(lang_dir)
     except (LangError, TableError) as err:
         raise click.ClickException(str(err)) from None
-    click.echo(f"{lang_dir}: OK")
+    logger.info("%s: OK", lang_dir)

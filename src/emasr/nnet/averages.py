@@ -42,7 +42,13 @@ def decay_from_half_life(frames_per_sync: float, half_life_frames: float) -> flo
     if half_life_frames <= 0 or frames_per_sync <= 0:
         raise ValueError(f"half life ({half_life_frames}) and frames per sync ({frames_per_sync}) "
                          "must be positive")
-    return 0.5 ** (frames_per_sync / half_life_frames)
+    decay = 0.5 ** (frames_per_sync / half_life_frames)
+    if decay == 0.0:
+        raise ConfigError(f"an EMA half-life of {half_life_frames:g} frames against "
+                          f"{frames_per_sync:g} frames per sync gives a decay of 0: the EMA would "
+                          "be the synchronized model itself; expected a half-life of at least "
+                          "a small fraction of one sync's frames")
+    return decay
 
 
 class ExponentialMovingAverage:
@@ -192,8 +198,11 @@ def check_ema(config) -> None:
         raise ConfigError("set average.ema_decay or average.ema_half_life_frames, not both")
     if average.ema_decay is not None and not 0.0 <= average.ema_decay < 1.0:
         raise ConfigError(f"average.ema_decay must be in [0, 1), got {average.ema_decay}")
-    if any(h <= 0 for h in lives):
-        raise ConfigError(f"average.ema_half_life_frames must be positive, got {lives}")
+    if any(h < 1 for h in lives):
+        # a fraction of a frame gives a decay per sync of 0 (0.5 ** (frames per sync / h)): an
+        # "EMA" that is the synchronized model itself, reported as if it were an average
+        raise ConfigError(f"average.ema_half_life_frames must be at least 1 frame (training "
+                          f"frames over all workers; the paper's are 10^4-10^6), got {lives}")
     if len({round(h) for h in lives}) != len(lives):
         raise ConfigError(f"average.ema_half_life_frames has half-lives that name the same model "
                           f"(ema_<frames>, rounded): {lives}")

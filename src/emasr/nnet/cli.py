@@ -116,7 +116,8 @@ def regime_cli(config_path, overrides, strategy, block_size, ema_decay, ema_half
     import json
 
     from emasr.nnet import regime, warm_start
-    from emasr.nnet.data import DataError, utterances_with_targets, validate_targets
+    from emasr.nnet.data import (DataError, check_target_frames, utterances_with_targets,
+                                 validate_targets)
     from emasr.nnet.trainer import make_pipeline, open_targets, raw_feature_dim
 
     try:
@@ -129,15 +130,15 @@ def regime_cli(config_path, overrides, strategy, block_size, ema_decay, ema_half
             pipeline = make_pipeline(config.features, train_dir)
             warm_start.check(init, config, pipeline.output_dim(raw_feature_dim(train_dir)),
                              targets.num_pdfs, pipeline)
-        planned = regime.plan(config, num_workers,
-                              validate_targets(targets, utts, targets.num_pdfs, targets_dir),
-                              None if init is None else init.record())
+        lengths = validate_targets(targets, utts, targets.num_pdfs, targets_dir)
+        check_target_frames(lengths, train_dir, targets, targets_dir, config.features.stack)
+        planned = regime.plan(config, num_workers, lengths, None if init is None else init.record())
     except (configs.ConfigError, DataError, ValueError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
     click.echo(json.dumps(planned, indent=1, sort_keys=True) if as_json
                else regime.describe(planned))
     if regime.warning(planned):
-        click.echo(f"WARNING: {regime.warning(planned)}", err=True)
+        logger.warning("%s", regime.warning(planned))
 
 
 @click.command("averaging-opts")

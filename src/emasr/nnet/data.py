@@ -16,6 +16,7 @@ gathered by index on the training device).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import queue
 import threading
@@ -115,6 +116,37 @@ def validate_targets(targets, utts: list[str], num_pdfs: int, targets_dir: str) 
         check_labels(labels, num_pdfs, utt, targets_dir)
         lengths[utt] = len(labels)
     return lengths
+
+
+def check_target_frames(lengths: dict[str, int], data_dir: str, targets, targets_dir: str,
+                        stack: int) -> None:
+    """Before any training (emasr regime, run by train.sh): the training utterances' targets
+    must have frames, at the network frame rate. Targets at another frame-subsampling factor
+    would fail every utterance's length check inside the trainer (each is skipped, then no
+    worker has a minibatch), and zero frames would plan a regime of nothing."""
+    if targets.subsampling_factor != stack:
+        raise DataError(f"{targets_dir}/frame_subsampling_factor is {targets.subsampling_factor} "
+                        f"but features.stack is {stack}; expected targets at the network frame "
+                        f"rate (steps/nnet/make_targets.sh --frame-subsampling-factor {stack})")
+    if sum(lengths.values()) == 0:
+        raise DataError(f"{targets_dir}/pdf.scp: the {len(lengths)} training utterances of "
+                        f"{data_dir} have no target frames; expected each utterance's pdfs at the "
+                        "network frame rate (steps/nnet/make_targets.sh)")
+    path = os.path.join(data_dir, "utt2num_frames")
+    if not os.path.isfile(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        frames = {k: int(v) for k, v in (line.split()[:2] for line in f if line.strip())}
+    misfit = [u for u in lengths if u in frames
+              and abs(lengths[u] - math.ceil(frames[u] / stack)) > LENGTH_TOLERANCE]
+    if len(misfit) * 2 > len(lengths):   # a few are skipped in training, as Kaldi does
+        utt = misfit[0]
+        raise DataError(f"{targets_dir}/pdf.scp: {len(misfit)} of the {len(lengths)} training "
+                        f"utterances have targets that do not fit their features, e.g. {utt}: "
+                        f"{lengths[utt]} target frames for {frames[utt]} feature frames in "
+                        f"{path} (expected {math.ceil(frames[utt] / stack)} at features.stack "
+                        f"{stack}, within {LENGTH_TOLERANCE}); targets made at another frame "
+                        "rate? (steps/nnet/make_targets.sh --frame-subsampling-factor)")
 
 
 def chunk_indices(num_frames: int, chunk: int, left: int, delay: int) -> np.ndarray:

@@ -14,6 +14,7 @@ import click
 import numpy as np
 import torch
 
+from emasr.feats.cmvn import CmvnError
 from emasr.nnet import checkpoint
 from emasr.nnet.averages import AVERAGED_MODELS, family
 from emasr.nnet.config import ConfigError, DataConfig
@@ -150,6 +151,8 @@ def nnet_forward_cli(which: str, no_priors: bool, prior_scale: float, num_thread
     try:
         count = write_matrices(wspecifier, log_likelihoods(path, data_dir, not no_priors,
                                                            prior_scale))
-    except (DataError, checkpoint.CheckpointError, ConfigError) as err:
+    except (DataError, checkpoint.CheckpointError, ConfigError, CmvnError) as err:
+        raise click.ClickException(str(err)) from None
+    except FileNotFoundError as err:   # a data dir file the pipeline reads (cmvn.scp, utt2spk)
         raise click.ClickException(str(err)) from None
     logger.info("wrote log-likelihoods of %d utterances from %s to %s", count, path, wspecifier)

@@ -14,6 +14,7 @@ sync.warmup_blocks=12" adds warm-up at one block momentum only).
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import click
@@ -34,8 +35,59 @@ class GridError(ValueError):
     pass
 
 
-def parse_grid(spec: str, rules) -> dict[str, list[list[tuple[str, list[str]]]]]:
-    """'rule: key=v,v key=v; rule: ...' -> {rule: [entry, ...]}, each entry [(key, values)]."""
+def rule_settings(rule) -> list[str]:
+    """The TUNED_SETTINGS a sync rule (an entry of emasr.nnet.sync.RULES) reads: its own keys
+    in the sync section, the learning rate and tau, and for a parallel rule the scaling of the
+    rate by N. A grid over another key trains one run under several names."""
+    own = {f"sync.{f.name}" for f in dataclasses.fields(rule.options)} if rule.options else set()
+    common = {"train.lr", "sync.block_size"} | ({"sync.lr_times_workers"} if rule.parallel
+                                                else set())
+    return [key for key in TUNED_SETTINGS if key in own | common]
+
+
+def typed_value(rule: str, key: str, value: str, where: str):
+    """A grid value as the run's config will read it, refused now (before the grid's first run
+    trains) when the config would refuse it then."""
+    from emasr.nnet import config as configs
+
+    try:
+        resolved = configs.resolve(None, [f"sync.strategy={rule}", f"{key}={value}"])
+    except configs.ConfigError as err:
+        raise GridError(f"grid entry '{where}': {key}={value}: {err}") from None
+    return configs.flatten(resolved.to_dict())[key]
+
+
+def parse_entry(rule: str, settings: str, where: str, rules) -> list[tuple[str, list[str]]]:
+    """'key=v,v key=v' of one rule -> [(key, values)], each value checked and none repeated."""
+    entry = []
+    for item in settings.split():
+        key, eq, values = item.partition("=")
+        if key not in TUNED_SETTINGS or not eq or not all(values.split(",")):
+            raise GridError(f"grid entry '{where}': '{item}' is not key=v[,v...] with "
+                            f"a key among {', '.join(TUNED_SETTINGS)}")
+        if key in dict(entry):
+            raise GridError(f"grid entry '{where}' names {key} twice")
+        if key not in rule_settings(rules[rule]):
+            raise GridError(f"grid entry '{where}': {rule} does not read {key} (it reads "
+                            f"{', '.join(rule_settings(rules[rule]))}); its runs would differ "
+                            "in their names only")
+        seen: dict = {}
+        for value in values.split(","):
+            typed = typed_value(rule, key, value, where)
+            if typed in seen:
+                raise GridError(f"grid entry '{where}': {key} has the value {typed} twice "
+                                f"({seen[typed]}, {value}); expected each value once")
+            seen[typed] = value
+        entry.append((key, values.split(",")))
+    if not entry:
+        raise GridError(f"grid entry '{where}' names no setting")
+    return entry
+
+
+def parse_grid(spec: str, rules, trained: list[str] | None = None
+               ) -> dict[str, list[list[tuple[str, list[str]]]]]:
+    """'rule: key=v,v key=v; rule: ...' -> {rule: [entry, ...]}, each entry [(key, values)].
+    `trained`: the rules the runs train (the rows'); an entry for another would train nothing."""
     grid: dict[str, list[list[tuple[str, list[str]]]]] = {}
     for part in filter(str.strip, spec.split(";")):
         rule, colon, settings = part.partition(":")
@@ -43,18 +95,10 @@ def parse_grid(spec: str, rules) -> dict[str, list[list[tuple[str, list[str]]]]]
         if not colon or rule not in rules:
             raise GridError(f"grid entry '{part.strip()}': expected '<rule>: key=v,v ...' with "
                             f"a rule among {', '.join(rules)}")
-        entry = []
-        for item in settings.split():
-            key, eq, values = item.partition("=")
-            if key not in TUNED_SETTINGS or not eq or not all(values.split(",")):
-                raise GridError(f"grid entry '{part.strip()}': '{item}' is not key=v[,v...] with "
-                                f"a key among {', '.join(TUNED_SETTINGS)}")
-            if key in dict(entry):
-                raise GridError(f"grid entry '{part.strip()}' names {key} twice")
-            entry.append((key, values.split(",")))
-        if not entry:
-            raise GridError(f"grid entry '{part.strip()}' names no setting")
-        grid.setdefault(rule, []).append(entry)
+        if trained is not None and rule not in trained:
+            raise GridError(f"grid entry '{part.strip()}': no row trains {rule} (the rows' "
+                            f"rules: {', '.join(trained)}); expected a grid of one of them")
+        grid.setdefault(rule, []).append(parse_entry(rule, settings, part.strip(), rules))
     return grid
 
 
@@ -75,18 +119,20 @@ def grid_points(entries: list[list[tuple[str, list[str]]]]) -> list[tuple[str, l
 @click.command("tuning-grid")
 @click.option("--grid", "spec", default="", help="'rule: key=v,v ...; rule: ...' (the settings: "
               + ", ".join(TUNED_SETTINGS) + ").")
+@click.option("--rules", default=None,
+              help="The rules the runs train, e.g. 'single bmuf': a grid of another is refused.")
 @click.argument("rule")
-def tuning_grid_cli(spec: str, rule: str) -> None:
+def tuning_grid_cli(spec: str, rules: str | None, rule: str) -> None:
     """Print RULE's runs of a tuning grid, one a line: the run directory's suffix ('-' for none)
-    and its config overrides (what steps/nnet/experiment.sh trains)."""
+    and its config overrides (what steps/nnet/experiment.sh trains). The whole grid is checked
+    first: every value as the runs' config reads it, none twice, every key one its rule reads."""
     from emasr.nnet.sync import RULES
 
-    try:
-        grid = parse_grid(spec, RULES)
-    except GridError as err:
-        raise click.BadParameter(str(err), param_hint="--grid") from None
     if rule not in RULES:
-        raise click.BadParameter(f"'{rule}': expected one of {', '.join(RULES)}",
-                                 param_hint="RULE")
+        raise click.ClickException(f"rule '{rule}': expected one of {', '.join(RULES)}")
+    try:
+        grid = parse_grid(spec, RULES, None if rules is None else rules.split())
+    except GridError as err:
+        raise click.ClickException(f"--grid: {err}") from None
     for suffix, overrides in grid_points(grid.get(rule, [])):
         click.echo(" ".join([suffix or "-", *overrides]))

@@ -18,12 +18,12 @@ make train.epochs epochs of data.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, fields
 
 import torch
 
+from emasr.io.inputs_record import file_sha256
 from emasr.nnet import checkpoint
 from emasr.nnet.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import model_config
@@ -60,14 +60,6 @@ class InitModel:
         return model_to_vector(model)
 
 
-def sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def read(train) -> InitModel | None:
     """The warm start of the `train` section (None without one), read and its epochs known."""
     path = train.init_model
@@ -99,7 +91,7 @@ def expect(info, keys: tuple[str, ...], file: str, what: str) -> None:
 def from_model_file(path: str, file: str, info) -> InitModel:
     expect(info, ("model_config", "input_dim", "num_pdfs", "pipeline", "state_dict"), file,
            "a model file")
-    return InitModel(path, file, sha256(file), info.get("epoch"), info["model_config"],
+    return InitModel(path, file, file_sha256(file), info.get("epoch"), info["model_config"],
                      {k: info["pipeline"].get(k) for k in PIPELINE_OPTIONS}, info["input_dim"],
                      info["num_pdfs"], state=info["state_dict"])
 
@@ -112,7 +104,7 @@ def from_checkpoint(path: str, file: str, info: dict) -> InitModel:
                           f"{epoch + 1} (block {block}); expected an epoch-end checkpoint "
                           "(checkpoints/epochEEE-block000000)")
     saved = info["config"]
-    return InitModel(path, file, sha256(file), epoch, saved.get("model", {}),
+    return InitModel(path, file, file_sha256(file), epoch, saved.get("model", {}),
                      {k: saved.get("features", {}).get(k) for k in PIPELINE_OPTIONS},
                      info["input_dim"], info["num_pdfs"],
                      vector=info["rule"]["global_model"].detach().cpu())

@@ -14,9 +14,9 @@ click or anything else outside the standard library.
 """
 from __future__ import annotations
 
+import logging
 import re
 import shlex
-import sys
 from dataclasses import dataclass, field
 
 USAGE = """Usage: {prog} [options] [JOB=1:N] <log-file> <command> [<args>...]
@@ -109,7 +109,7 @@ def parse_launch_args(prog: str, argv: list[str]) -> LaunchRequest:
     # Two passes, as Kaldi: JOB=1:N may come before or after the options.
     for _ in range(2):
         while len(args) >= 2 and args[0].startswith("-"):
-            sync |= _take_option(prog, args, options, scheduler_args)
+            sync |= take_option(prog, args, options, scheduler_args)
         if args and ARRAY_SPEC.match(args[0]):
             array = _parse_array(args.pop(0))
         elif args and LOOKS_LIKE_ARRAY.match(args[0]):
@@ -128,7 +128,7 @@ def parse_launch_args(prog: str, argv: list[str]) -> LaunchRequest:
     return request
 
 
-def _take_option(prog: str, args: list[str], options: dict[str, str],
+def take_option(prog: str, args: list[str], options: dict[str, str],
                  scheduler_args: list[str]) -> bool:
     """Consume one option from the front of args; return True for `-sync y`."""
     switch = args.pop(0)
@@ -141,8 +141,8 @@ def _take_option(prog: str, args: list[str], options: dict[str, str],
         return False
     value = args.pop(0)
     if value.startswith("--"):
-        print(f"{prog}: warning: suspicious argument '{value}' to {switch}; starts with '-'",
-              file=sys.stderr)
+        logging.getLogger(__name__).warning("%s: suspicious argument '%s' to %s; starts with '-'",
+                                            prog, value, switch)
     if switch.startswith("--"):
         options[switch[2:].replace("-", "_")] = value
     elif switch == "-tc":

@@ -13,10 +13,12 @@ the job (qdel / scancel).
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -25,9 +27,10 @@ from dataclasses import dataclass
 from emasr.io.atomic import atomic_write
 from emasr.parallel.cmdline import LaunchError, LaunchRequest, Task
 from emasr.parallel.schedconf import load_conf
-from emasr.parallel.signals import exit_by_signal, signals_handled
+from emasr.parallel.signals import StepWatch, exit_by_signal, signals_handled
 from emasr.parallel.task import status_path
 
+log = logging.getLogger(__name__)
 SRC_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SGE_DEFAULT_CONF = """\
@@ -214,20 +217,25 @@ def run_grid(scheduler: Scheduler, request: LaunchRequest, tasks: list[Task],
 
     def cancel(signum: int) -> None:
         if submitted and shutil.which(scheduler.cancel_command):
-            print(f"{scheduler.prog}: caught signal {signum}; cancelling job {submitted[0]}",
-                  file=sys.stderr)
+            log.warning("%s: caught signal %d; cancelling job %s", scheduler.prog, signum,
+                        submitted[0])
             subprocess.run([scheduler.cancel_command, submitted[0]], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
         exit_by_signal(signum)
 
+    def step_gone(pid: int) -> None:
+        log.warning("%s: the step that submitted job %s (PID %d) is gone; cancelling the job",
+                    scheduler.prog, submitted[0], pid)
+        cancel(signal.SIGTERM)
+
     with signals_handled(cancel):
         submitted.append(submit_job(scheduler, submit, paths.queue_log, request.sync))
         codes = wait_for_tasks(scheduler, submitted[0], tasks, paths.status_prefix,
-                               check_interval, vanish_grace, max_poll)
+                               check_interval, vanish_grace, max_poll, step_gone)
     for task, code in codes.items():
         if code != 0 and (why := scheduler.cancellation(task.log, paths.queue_log)):
-            print(f"{scheduler.prog}: task {task.id if task.id is not None else ''} {why}; log is "
-                  f"in {task.log}", file=sys.stderr)
+            log.error("%s: task %s %s; log is in %s", scheduler.prog,
+                      task.id if task.id is not None else "", why, task.log)
     return codes
 
 
@@ -276,8 +284,8 @@ def submit_job(scheduler: Scheduler, submit: list[str], queue_log: str, sync: bo
         if match and (out.returncode == 0 or sync):
             return match.group(1)
         if attempt < tries and re.search(scheduler.transient_error, output):
-            print(f"{scheduler.prog}: the scheduler seems unreachable; trying again in "
-                  f"{pause:g} seconds", file=sys.stderr)
+            log.warning("%s: the scheduler seems unreachable; trying again in %g seconds",
+                        scheduler.prog, pause)
             time.sleep(pause)
             continue
         with open(queue_log, "a", encoding="utf-8") as f:
@@ -291,8 +299,11 @@ def submit_job(scheduler: Scheduler, submit: list[str], queue_log: str, sync: bo
 
 def wait_for_tasks(scheduler: Scheduler, job_id: str, tasks: list[Task], status_prefix: str,
                    check_interval: float, vanish_grace: float,
-                   max_poll: float) -> dict[Task, int | None]:
+                   max_poll: float, step_gone=None) -> dict[Task, int | None]:
+    """Poll for the tasks' status files until each has one or the job has vanished; call
+    step_gone(pid) when a step above the launcher no longer runs (emasr.parallel.signals)."""
     pending = {task: status_path(status_prefix, task.id) for task in tasks}
+    steps = StepWatch()
     codes: dict[Task, int | None] = {}
     # Poll often at first (short jobs end soon), then back off to max_poll (Kaldi: 3 s) so that
     # many waiting launchers do not load a shared file system.
@@ -304,6 +315,8 @@ def wait_for_tasks(scheduler: Scheduler, job_id: str, tasks: list[Task], status_
                 del pending[task]
         if not pending:
             break
+        if step_gone is not None and (pid := steps.gone()) is not None:
+            step_gone(pid)
         now = time.monotonic()
         if vanished_at is None and now - last_check >= check_interval:
             last_check = now
@@ -311,9 +324,9 @@ def wait_for_tasks(scheduler: Scheduler, job_id: str, tasks: list[Task], status_
                 vanished_at = now  # give slow (NFS) status files a moment before giving up
         if vanished_at is not None and now - vanished_at >= vanish_grace:
             for task in pending:
-                print(f"{scheduler.prog}: job {job_id} no longer exists but task "
-                      f"{task.id if task.id is not None else ''} wrote no exit status (killed? "
-                      f"out of memory?); log is in {task.log}", file=sys.stderr)
+                log.error("%s: job %s no longer exists but task %s wrote no exit status "
+                          "(killed? out of memory?); log is in %s", scheduler.prog, job_id,
+                          task.id if task.id is not None else "", task.log)
                 codes[task] = None
             break
         time.sleep(wait)

@@ -6,15 +6,18 @@ default concurrency to the number of GPUs.
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import signal
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor, wait
 
 from emasr.parallel.cmdline import LaunchRequest, Task, positive_int
-from emasr.parallel.signals import exit_by_signal, signals_handled
+from emasr.parallel.signals import StepWatch, exit_by_signal, signals_handled
 from emasr.parallel.task import RunningJobs, run_task
+
+log = logging.getLogger(__name__)
 
 
 def default_max_jobs(num_jobs: int, gpu: str) -> int:
@@ -28,8 +31,7 @@ def default_max_jobs(num_jobs: int, gpu: str) -> int:
 
 def _count_gpus() -> int:
     if shutil.which("nvidia-smi") is None:
-        print("run.pl: warning: --gpu given but nvidia-smi not found; running one job at a time",
-              file=sys.stderr)
+        log.warning("run.pl: --gpu given but nvidia-smi not found; running one job at a time")
         return 1
     out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
     return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
@@ -55,16 +57,22 @@ def run_local(request: LaunchRequest, tasks: list[Task]) -> dict[Task, int | Non
         received.append(signum)
         running.stop_all()
 
+    steps = StepWatch()
     with signals_handled(stop):
         with ThreadPoolExecutor(max_workers=max(1, min(max_jobs, len(tasks)))) as pool:
             futures = [pool.submit(run_one, task) for task in tasks]
             # Wake up every 0.2 s: a signal the kernel hands to a worker thread runs its Python
             # handler only when this thread next runs bytecode, and a plain blocking wait did not
             # return until the jobs ended (measured: 1 SIGTERM in 25 waited out a 30 s job).
+            # Each time, make sure the steps above are still there (a step killed by SIGKILL
+            # sends nothing: its jobs would go on alone, holding its dirs' locks).
             while wait(futures, timeout=0.2).not_done:
-                pass
+                if not received and (pid := steps.gone()) is not None:
+                    log.warning("run.pl: the step that started these jobs (PID %d) is gone; "
+                                "stopping them (logs in %s)", pid, request.log_pattern())
+                    stop(signal.SIGTERM)
             codes = [future.result() for future in futures]
     if received:
-        print(f"run.pl: stopped by signal {received[0]}", file=sys.stderr)
+        log.warning("run.pl: stopped by signal %d", received[0])
         exit_by_signal(received[0])
     return dict(zip(tasks, codes))

@@ -75,7 +75,7 @@ def print_selected(exp_dirs: list[str], archs: list[str], labels: list[str]) -> 
     """The runs a table row would use (learning rate tuned on dev frame accuracy), one a line."""
     from emasr.report.systems import read_exp_dirs, select_runs, worker_counts
 
-    networks, _ = read_exp_dirs(exp_dirs, sweeps=False)
+    networks, _ = read_exp_dirs(exp_dirs, sweeps=False, decodes=False)
     chosen = dict.fromkeys(r.exp_dir for arch in archs for label in labels
                            for workers in worker_counts(networks, arch, label)
                            for r in select_runs(networks, arch, label, workers))

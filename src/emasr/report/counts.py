@@ -151,6 +151,13 @@ def parse_line(line: str, version: int, where: str):
 def read_sweep(record: dict, lines: list[tuple[str, str, int, list[int]]], where: str
                ) -> Sweep | None:
     """A decode's committed counts at its settings (version 1: the record's one setting)."""
+    if not lines and record.get("settings"):
+        # systems.json says the counts were written: without them its intervals and the claims
+        # on it would quietly vanish from the rebuilt report
+        raise ScoringError(f"{where}: no per-utterance counts in {UTTERANCES}, though "
+                           f"{SYSTEMS} records them at {len(record['settings'])} scoring "
+                           "setting(s); expected the counts of every decode it lists (a counts "
+                           "file cut short, or of another report?)")
     if not lines:
         return None
     settings = record.get("settings") or [f"{record['lmwt']}_{record['wip']}"]

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import kaldialign
 import numpy as np
 
+from emasr.io.inputs_record import RECORD as INPUTS_RECORD, changed_inputs
 from emasr.io.table import read_lines, read_table
 from emasr.score.wer import filter_words, to_units
 
@@ -209,6 +210,13 @@ def read_decode_dir(path: str, setting: tuple[str, str] | None = None,
     """The scored result of one decode dir, or None when it was not (yet) scored: the best one
     (scoring_kaldi/best_cer), or the one at `setting` = (LM weight, penalty) when given. `sweep`:
     True reads the counts of every setting (read_sweep), a Sweep uses the one given."""
+    changed = changed_inputs(path)
+    if changed:
+        more = f"; {len(changed) - 1} more input(s) changed too" if len(changed) > 1 else ""
+        raise ScoringError(f"{path} was decoded from another {changed[0]} than the one there now "
+                           f"(its sha256 in {path}/{INPUTS_RECORD} differs{more}): its scores are "
+                           "not this model's; decode it again (the experiment driver's stage 2 "
+                           "does)")
     scoring = os.path.join(path, "scoring_kaldi")
     if setting is None:
         source = next((f for f in (os.path.join(scoring, "best_cer"),

@@ -194,7 +194,8 @@ def thinned(records: list[dict], at_most: int = PLOTTED_BLOCKS) -> list[dict]:
     return [records[round(i * step)] for i in range(at_most)]
 
 
-def read_network_run(exp_dir: str, sweeps: bool = True) -> NetworkRun:
+def read_network_run(exp_dir: str, sweeps: bool = True, decodes: bool = True) -> NetworkRun:
+    """`decodes`: read its decode dirs too (choosing a run on dev frame accuracy does not)."""
     config = read_config(exp_dir)
     metrics_path = os.path.join(exp_dir, "metrics.jsonl")
     metrics = read_metrics(metrics_path) if os.path.isfile(metrics_path) else \
@@ -210,7 +211,7 @@ def read_network_run(exp_dir: str, sweeps: bool = True) -> NetworkRun:
         lr_times_workers=config.sync.lr_times_workers, metrics=metrics,
         settings=tuned_settings(flat, regime), regime=regime,
         final_epoch=config.train.final_epoch)
-    for model in ("final", *run.averages):
+    for model in ("final", *run.averages) if decodes else ():
         tuned = read_tuned(decode_dir_name(exp_dir, "dev", model),
                            decode_dir_name(exp_dir, "test", model), sweeps)
         if tuned.dev or tuned.test_best:
@@ -224,16 +225,18 @@ def read_gmm_system(exp_dir: str, sweeps: bool = True) -> GmmSystem:
                                 os.path.join(exp_dir, "decode_test"), sweeps))
 
 
-def read_exp_dirs(paths: list[str], sweeps: bool = True
+def read_exp_dirs(paths: list[str], sweeps: bool = True, decodes: bool = True
                   ) -> tuple[list[NetworkRun], list[GmmSystem]]:
     """The network runs and GMM systems of `paths`; `sweeps`: with the counts of every scoring
-    setting (what the intervals need; choosing runs does not)."""
+    setting (what the intervals need; choosing runs does not); `decodes`: with the networks'
+    decode dirs (choosing runs needs none: a decode made from a model since replaced must not
+    stop the choice of the runs to decode again)."""
     networks, gmms = [], []
     for path in paths:
         if not os.path.isdir(path):
             logger.warning("%s: not a directory; skipped", path)
         elif is_network_dir(path):
-            networks.append(read_network_run(path, sweeps))
+            networks.append(read_network_run(path, sweeps, decodes))
         else:
             gmms.append(read_gmm_system(path, sweeps))
     return networks, gmms

@@ -220,7 +220,7 @@ def score_lattices_cli(min_lmwt, max_lmwt, lmwt_step, max_failed_fraction, word_
     for line in score_decode_dir(data_dir, graph_dir, decode_dir, list(metrics),
                                  lm_weights(min_lmwt, max_lmwt, lmwt_step), penalties,
                                  max_failed_fraction):
-        click.echo(line)
+        logger.info("best: %s", line)   # the console format: a log line, not a bare one
 
 
 @click.command("best-wer")
