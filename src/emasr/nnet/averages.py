@@ -251,10 +251,11 @@ def check_warm_ema(config) -> None:
                           "average.ema_decay)")
     sync = config.sync
     if warmup_syncs(sync) <= 0:
-        rules = ", ".join(r.name for r in RULES.values() if has_warmup(r))
-        raise ConfigError(f"average.ema_after_warmup needs a rule with a warm-up (sync.strategy "
-                          f"among {rules}, with warm-up syncs > 0; got {sync.strategy} with "
-                          f"{warmup_syncs(sync)} warm-up syncs): without one it is the EMA")
+        rules = [r for r in RULES.values() if has_warmup(r)]
+        raise ConfigError(f"average.ema_after_warmup needs {' or '.join(r.label for r in rules)} "
+                          f"with a warm-up (sync.strategy={'|'.join(r.name for r in rules)} and "
+                          f"warm-up syncs > 0; got {sync.strategy} with {warmup_syncs(sync)} "
+                          "warm-up syncs): without one it is the EMA")
 
 
 def build_warm_ema(config, name: str, frames_per_sync: int) -> ExponentialMovingAverage:
