@@ -84,7 +84,8 @@ def damped():
 
 # -- the checks ---------------------------------------------------------------------------------
 
-def test_the_toy_rule_trains_two_workers_and_records_its_regime(problem, tmp_path, damped):  # noqa: F811
+def test_the_toy_rule_trains_two_workers_and_records_its_regime(problem, tmp_path,  # noqa: F811
+                                                                damped):
     exp = tmp_path / "exp"
     result = train(problem, exp, TINY_DNN + [
         "train.epochs=3", "train.lr=0.1", "sync.strategy=damped", "sync.damping=0.5",
@@ -120,7 +121,8 @@ def test_the_tuning_grid_searches_the_toy_rules_key_under_its_tag(damped):
     assert out.exit_code == 0, out.output
     assert out.output.splitlines() == ["_damp0.25 sync.damping=0.25", "_damp0.5 sync.damping=0.5"]
     # a value the config refuses, and a key another rule reads, are refused before any run
-    refused = CliRunner().invoke(main, ["tuning-grid", "--grid", "damped: sync.damping=2", "damped"])
+    refused = CliRunner().invoke(main, ["tuning-grid", "--grid", "damped: sync.damping=2",
+                                        "damped"])
     assert refused.exit_code != 0 and "sync.damping must be in" in refused.output
     refused = CliRunner().invoke(main, ["tuning-grid", "--grid",
                                         "damped: sync.block_momentum=0.5", "damped"])

@@ -401,8 +401,8 @@ def speed_lines(rows: list[Row]) -> list[str]:
         speedup = t1 / tn
         runs = ("one run each" if len(single.runs) == len(bmuf.runs) == 1 else
                 f"the mean of {len(bmuf.runs)} and {len(single.runs)} runs")
-        head = (f"- {arch.upper()}: {name(reference)} with {workers} workers trained in {tn:.0f} s against "
-                f"{t1:.0f} s for one worker (speed-up {speedup:.2f}x, {runs}): ")
+        head = (f"- {arch.upper()}: {name(reference)} with {workers} workers trained in "
+                f"{tn:.0f} s against {t1:.0f} s for one worker (speed-up {speedup:.2f}x, {runs}): ")
         regime = bmuf.regime()
         if regime is None or "hardware" not in regime:
             lines.append(head + "**no speed-up verdict**: the runs do not record their hardware.")
