@@ -34,7 +34,7 @@ workers_per_process=1  # K: the ma/bmuf runs' workers, K to a process, trained a
 num_nodes=1         # M: the ma/bmuf runs on M nodes, N / M workers on each, one job through
                     # cuda_cmd (steps/nnet/train.sh --num-nodes; slurm.pl: sbatch --nodes M)
 archs="dnn lstm"
-# the table's rows: a sync rule (single, ma, bmuf), optionally +<averaged model> (ema: the paper's
+# the table's rows: a sync rule (emasr.nnet.sync.RULES: single, ma, bmuf, diloco), optionally +<averaged model> (ema: the paper's
 # EMA; ema-warm: each EMA started after BMUF's warm-up; avg: cumulative average; lastk: average
 # of the last k epochs), decoded from the same run
 # (default: per profile; ma+avg and ma+lastk are left out to keep the decoding within its time)

@@ -12,7 +12,7 @@ num_nodes=1     # nodes: one torchrun agent on each, a c10d rendezvous on the fi
                 # (steps/nnet/torchrun_nodes.sh; the --cmd launcher is given --num-nodes)
 workers_per_process=  # K: workers trained side by side in each process (dist.workers_per_process);
                 # torchrun starts N / K processes (default: --set-opts' value, else 1)
-strategy=       # single | ma | bmuf (default: the config's)
+strategy=       # a sync rule of emasr.nnet.sync.RULES (default: the config's)
 block_size=     # tau: minibatches between syncs
 ema_decay=      # EMA decay per sync
 ema_half_life_frames=  # or: EMA half life in training frames
@@ -46,7 +46,8 @@ Options:
                                   (slurm.pl: sbatch --nodes M, srun on each), or M agents
                                   here with run.pl (default $num_nodes)
   --workers-per-process K         K of them in each process, batched (N / K processes; K | N)
-  --strategy single|ma|bmuf       synchronization (default: the config's)
+  --strategy RULE                 synchronization: a sync rule, e.g. single, ma, bmuf, diloco
+                                  (emasr train --help lists them; default: the config's)
   --block-size TAU                minibatches between syncs
   --ema-decay A | --ema-half-life-frames F   EMA of the synchronized model
   --epochs E                      epochs (a warm start's included)

@@ -21,8 +21,10 @@ rank 0 as its own model file, decodable like final.pt:
 The controls answer how much of the EMA's gain is averaging at all. AVERAGED_MODELS is the one
 registry: an averaged model is a class here plus one entry, and the entry carries its keys in the
 `average` section and their check, the model files it keeps (<name>.pt), the decode dirs
-(decode_<set>_<name>), the metrics (dev_acc_<name>), the recipe's `<strategy>+<family>` rows (for
-the sync rules it applies to) and the report's label and plot style.
+(decode_<set>_<name>), the metrics (dev_acc_<name>), whether regime.json lists its decays, the
+recipe's `<strategy>+<family>` rows (for the sync rules it applies to, asked of their entries in
+emasr.nnet.sync.RULES), the model the report compares it with, and the report's label and plot
+style.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from typing import Callable
 import torch
 
 from emasr.nnet.sections import ConfigError, Section
+from emasr.nnet.sync import RULES, warmup_syncs
 from emasr.nnet.sync.state import copy_or_none
 
 
@@ -217,6 +220,7 @@ def build_ema(config, name: str, frames_per_sync: int) -> ExponentialMovingAvera
 
 # -- the EMAs started after BMUF's warm-up -------------------------------------------------------
 
+EMA = "ema"   # the paper's averaged model
 WARM = "ema-warm"
 
 
@@ -246,16 +250,23 @@ def check_warm_ema(config) -> None:
                           "warm-up: set the EMA too (average.ema_half_life_frames or "
                           "average.ema_decay)")
     sync = config.sync
-    if sync.strategy != "bmuf" or sync.warmup_blocks <= 0:
-        raise ConfigError(f"average.ema_after_warmup needs BMUF with a warm-up (sync.strategy=bmuf "
-                          f"and sync.warmup_blocks > 0; got {sync.strategy} with "
-                          f"{sync.warmup_blocks} warm-up syncs): without one it is the EMA")
+    if warmup_syncs(sync) <= 0:
+        rules = [r for r in RULES.values() if has_warmup(r)]
+        raise ConfigError(f"average.ema_after_warmup needs {' or '.join(r.label for r in rules)} "
+                          f"with a warm-up (sync.strategy={'|'.join(r.name for r in rules)} and "
+                          f"warm-up syncs > 0; got {sync.strategy} with {warmup_syncs(sync)} "
+                          "warm-up syncs): without one it is the EMA")
 
 
 def build_warm_ema(config, name: str, frames_per_sync: int) -> ExponentialMovingAverage:
     """The EMA of the same half-life as `ema<suffix>`, skipping the warm-up's syncs."""
     ema = build_ema(config, "ema" + name[len(WARM):], frames_per_sync)
-    return ExponentialMovingAverage(ema.decay, start=config.sync.warmup_blocks)
+    return ExponentialMovingAverage(ema.decay, start=warmup_syncs(config.sync))
+
+
+def has_warmup(rule) -> bool:
+    """Whether a sync rule (an entry of RULES) has a warm-up, after which ema-warm starts."""
+    return rule.warmup is not None
 
 
 # -- the controls' keys and checks --------------------------------------------------------------
@@ -286,6 +297,7 @@ def check_last_epochs(config) -> None:
 
 @dataclass(frozen=True)
 class AveragedModel:
+    """An averaged model's registry entry."""
     name: str            # the family: the label suffix (bmuf+ema), its model files and decodes
     label: str           # how the report's rows name it (BMUF+EMA)
     title: str           # how the report's text names it
@@ -296,10 +308,22 @@ class AveragedModel:
     build: Callable      # (config, model name, frames per sync) -> averager
     key: str             # the key that turns it on, set to the recipe's value for it
     default: str | None  # that value when the recipe gives none (None: it must give one)
-    rules: tuple[str, ...] | None = None   # the sync rules it applies to (None: every rule)
+    compared_with: str | None = None   # the model of the same runs the report compares it
+                         # with: "final" (the global model) or another averaged model's name
+    control: bool = False   # it is a control of that model: compared as A (that model B);
+                         # otherwise that model is A and this one B (the one proposed)
+    in_regime: bool = False   # regime.json lists each of its models' decay per sync and
+                         # half-life (`emas`)
+    applies: Callable | None = None   # (sync rule entry) -> whether a run of that rule keeps
+                         # it (None: every rule)
 
     def applies_to(self, rule: str) -> bool:
-        return self.rules is None or rule in self.rules
+        return self.applies is None or self.applies(RULES[rule])
+
+    @property
+    def rules(self) -> list[str]:
+        """The registered sync rules whose runs keep it."""
+        return [name for name in RULES if self.applies_to(name)]
 
     def enable(self, value: str | None = None) -> str:
         """The override that keeps this averaged model: `average.<key>=<value>` (a list of
@@ -314,18 +338,21 @@ class AveragedModel:
 
 
 AVERAGED_MODELS: dict[str, AveragedModel] = {m.name: m for m in (
-    AveragedModel("ema", "EMA", "EMA", "--s", EmaOptions, check_ema,
-                  lambda a: list(ema_variants(a)), build_ema, "ema_half_life_frames", None),
+    AveragedModel(EMA, "EMA", "EMA", "--s", EmaOptions, check_ema,
+                  lambda a: list(ema_variants(a)), build_ema, "ema_half_life_frames", None,
+                  compared_with="final", in_regime=True),
     AveragedModel(WARM, "EMA after warm-up", "EMA started after BMUF's warm-up", "--x",
                   WarmEmaOptions, check_warm_ema, warm_variants, build_warm_ema,
-                  "ema_after_warmup", "true", rules=("bmuf",)),
+                  "ema_after_warmup", "true", compared_with=EMA, in_regime=True,
+                  applies=has_warmup),
     AveragedModel("avg", "avg", "cumulative average", ":^", CumulativeOptions, check_cumulative,
                   lambda a: ["avg"] if a.cumulative_start is not None else [],
                   lambda c, name, fps: CumulativeAverage(c.average.cumulative_start),
-                  "cumulative_start", "0.5"),
+                  "cumulative_start", "0.5", compared_with=EMA, control=True),
     AveragedModel("lastk", "lastk", "last-k epochs average", "-.v", LastEpochsOptions,
                   check_last_epochs, lambda a: ["lastk"] if a.last_k > 0 else [],
-                  lambda c, name, fps: LastEpochsAverage(c.average.last_k), "last_k", "2"),
+                  lambda c, name, fps: LastEpochsAverage(c.average.last_k), "last_k", "2",
+                  compared_with=EMA, control=True),
 )}
 
 
@@ -349,4 +376,4 @@ def build_averagers(config, frames_per_sync: int) -> dict[str, object]:
 def ema_decays(averagers: dict[str, object]) -> dict[str, float]:
     """The EMAs' decays per sync, by model name (the regime records them)."""
     return {name: a.decay for name, a in averagers.items()
-            if isinstance(a, ExponentialMovingAverage)}
+            if AVERAGED_MODELS[family(name)].in_regime}

@@ -9,9 +9,26 @@ import click
 import torch
 
 from emasr.nnet import config as configs
-from emasr.nnet.sync import STRATEGIES
+from emasr.nnet.sync import RULES
 
 logger = logging.getLogger(__name__)
+
+
+class RegisteredChoice(click.Choice):
+    """A choice among a registry's names as they are when the command runs, so that a rule
+    registered after this module was imported is a choice too."""
+
+    def __init__(self, registry: dict) -> None:
+        self.registry = registry
+        super().__init__(tuple(registry))
+
+    @property
+    def choices(self) -> tuple:
+        return tuple(self.registry)
+
+    @choices.setter
+    def choices(self, value) -> None:
+        pass   # click.Choice sets it once; the registry is the list
 
 
 def pin_threads() -> int:
@@ -48,7 +65,7 @@ def config_options(command):
                           "out."),
         click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                      help="Override one config value, e.g. --set train.lr=0.2 (repeatable)."),
-        click.option("--strategy", type=click.Choice(STRATEGIES), default=None,
+        click.option("--strategy", type=RegisteredChoice(RULES), default=None,
                      help="Sync rule (sync.strategy)."),
         click.option("--block-size", type=int, default=None, help="tau: minibatches per sync."),
         click.option("--ema-decay", type=float, default=None,

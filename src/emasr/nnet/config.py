@@ -13,6 +13,7 @@ rule's options (emasr.nnet.sync.RULES), the `average` section's each averaged mo
 from __future__ import annotations
 
 import copy
+import functools
 import os
 from dataclasses import dataclass, fields
 from typing import Any, Iterable
@@ -110,11 +111,22 @@ class DistConfig(Section):
     workers_per_process: int = 1      # K: workers trained side by side in each process
 
 
-SyncConfig = compose("SyncConfig", [SyncCommon, *(r.options for r in RULES.values() if r.options)])
-AverageConfig = compose("AverageConfig", [m.options for m in AVERAGED_MODELS.values()])
-SECTIONS: dict[str, type] = {"features": FeaturesConfig, "data": DataConfig,
-                             "train": TrainConfig, "sync": SyncConfig, "average": AverageConfig,
-                             "dist": DistConfig}
+@functools.lru_cache(maxsize=None)
+def composed(name: str, parts: tuple[type, ...]) -> type:
+    """One section class per set of parts: configs built under the same registries share it."""
+    return compose(name, list(parts))
+
+
+def sections() -> dict[str, type]:
+    """The sections, `sync` and `average` composed from what the registries hold now (a rule
+    registered after this module was imported brings its keys too)."""
+    sync = composed("SyncConfig", (SyncCommon, *(r.options for r in RULES.values() if r.options)))
+    average = composed("AverageConfig", tuple(m.options for m in AVERAGED_MODELS.values()))
+    return {"features": FeaturesConfig, "data": DataConfig, "train": TrainConfig, "sync": sync,
+            "average": average, "dist": DistConfig}
+
+
+SECTIONS = tuple(sections())
 DEFAULT_MODEL = "dnn"
 
 # Keys that moved: a config that still uses one is told where it went.
@@ -132,8 +144,8 @@ class Config:
     features: FeaturesConfig
     data: DataConfig
     train: TrainConfig
-    sync: Any                         # SyncConfig
-    average: Any                      # AverageConfig
+    sync: Any                         # sections()["sync"]
+    average: Any                      # sections()["average"]
     dist: DistConfig
 
     @property
@@ -189,7 +201,7 @@ def build(values: dict) -> Config:
     model = {"type": DEFAULT_MODEL, **values.get("model", {})}
     config = Config(model=model_config(model),
                     **{name: cls.build(values.get(name, {}), name)
-                       for name, cls in SECTIONS.items()})
+                       for name, cls in sections().items()})
     validate(config)
     return config
 

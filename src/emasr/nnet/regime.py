@@ -28,14 +28,9 @@ import os
 from emasr.io.atomic import atomic_write
 from emasr.nnet.averages import build_averagers, ema_decays
 from emasr.nnet.data import shard
-from emasr.nnet.sync import bmuf
+from emasr.nnet.sync import regime_settings
 
 REGIME_FILE = "regime.json"
-
-
-def block_momentum(sync, workers: int) -> float | None:
-    """BMUF's eta as the rule uses it (1 - 1/N by default); None for the other rules."""
-    return bmuf.block_momentum(sync, workers) if sync.strategy == "bmuf" else None
 
 
 def data_rule(eta: float | None, frames_per_sync: int, workers: int,
@@ -72,7 +67,10 @@ def compute(config, workers: int, frames_per_epoch: int, emas: dict[str, float] 
     if syncs_per_epoch is None:
         syncs_per_epoch = -(-frames_per_epoch // per_sync)
     trained_here = train.epochs - (init["epochs"] if init else 0)
-    eta = block_momentum(sync, workers)
+    # what the rule's registry entry adds (BMUF: eta, zeta, the warm-up); its block momentum, where
+    # it has one, is what the data rule is computed from
+    settings = regime_settings(sync, workers)
+    eta = settings.get("block_momentum")
     per_process = config.dist.workers_per_process
     regime = {
         "strategy": sync.strategy, "workers": workers, "workers_per_process": per_process,
@@ -86,9 +84,7 @@ def compute(config, workers: int, frames_per_epoch: int, emas: dict[str, float] 
         "frames_trained_per_epoch": int(frames_per_epoch),
         "frames_trained_total": int(frames_per_epoch) * train.epochs,
         "init_model": init,
-        "block_momentum": eta,
-        "block_lr": sync.block_lr if sync.strategy == "bmuf" else None,
-        "warmup_blocks": sync.warmup_blocks if sync.strategy == "bmuf" else None,
+        **settings,
         **data_rule(eta, per_sync, workers, frames_per_epoch),
         "emas": [ema_regime(name, decay, per_sync, frames_per_epoch)
                  for name, decay in (emas or {}).items()],
@@ -136,7 +132,7 @@ def describe(regime: dict) -> str:
     if init:
         text += (f" after {init['epochs']} epoch(s) of the warm start {init['path']}, "
                  f"{regime['frames_trained_total']} frames trained in all")
-    if regime["block_momentum"] is not None:
+    if regime.get("block_momentum") is not None:
         text += f"; block momentum {regime['block_momentum']:.4g}"
     for ema in regime["emas"]:
         text += (f"; {ema['name']}: decay {ema['decay_per_sync']:.4g} per sync, half-life "

@@ -11,24 +11,31 @@ A grid spec, per sync rule (`--grid` of steps/nnet/experiment.sh):
 Each entry is the product of its settings' values; a rule named twice searches the union of its
 entries ("bmuf: sync.block_momentum=0.875,0.75; bmuf: sync.block_momentum=0.75
 sync.warmup_blocks=12" adds warm-up at one block momentum only).
+
+The settings are the ones every rule reads (COMMON_SETTINGS) and each rule's own, with their
+tags, from its registry entry (emasr.nnet.sync.RULES, `tuned`).
 """
 from __future__ import annotations
 
-import dataclasses
 import itertools
 
 import click
 
-# setting -> the tag of its value in a run's directory name
-TUNED_SETTINGS = {
-    "train.lr": "lr",
-    "sync.lr_times_workers": "lrxn",
-    "sync.block_size": "tau",
-    "sync.block_momentum": "eta",
-    "sync.block_lr": "zeta",
-    "sync.warmup_blocks": "warmup",
-    "sync.nesterov": "nesterov",
-}
+from emasr.nnet.sync import RULES
+
+# the settings every rule reads -> the tag of its value in a run's directory name (the scaling
+# of the rate by N: the parallel rules only)
+COMMON_SETTINGS = {"train.lr": "lr", "sync.lr_times_workers": "lrxn", "sync.block_size": "tau"}
+PARALLEL_ONLY = {"sync.lr_times_workers"}
+
+
+def tuned_settings() -> dict[str, str]:
+    """Every setting a grid may search -> its run dirs' tag: the common ones, then each
+    registered rule's own (its entry's `tuned`)."""
+    out = dict(COMMON_SETTINGS)
+    for rule in RULES.values():
+        out.update(rule.tuned)
+    return out
 
 
 class GridError(ValueError):
@@ -36,13 +43,12 @@ class GridError(ValueError):
 
 
 def rule_settings(rule) -> list[str]:
-    """The TUNED_SETTINGS a sync rule (an entry of emasr.nnet.sync.RULES) reads: its own keys
-    in the sync section, the learning rate and tau, and for a parallel rule the scaling of the
-    rate by N. A grid over another key trains one run under several names."""
-    own = {f"sync.{f.name}" for f in dataclasses.fields(rule.options)} if rule.options else set()
-    common = {"train.lr", "sync.block_size"} | ({"sync.lr_times_workers"} if rule.parallel
-                                                else set())
-    return [key for key in TUNED_SETTINGS if key in own | common]
+    """The tuned settings a sync rule (an entry of emasr.nnet.sync.RULES) reads: its own (its
+    entry's `tuned`), the learning rate and tau, and for a parallel rule the scaling of the rate
+    by N. A grid over another key trains one run under several names."""
+    reads = set(rule.tuned) | {key for key in COMMON_SETTINGS
+                               if rule.parallel or key not in PARALLEL_ONLY}
+    return [key for key in tuned_settings() if key in reads]
 
 
 def typed_value(rule: str, key: str, value: str, where: str):
@@ -62,9 +68,9 @@ def parse_entry(rule: str, settings: str, where: str, rules) -> list[tuple[str, 
     entry = []
     for item in settings.split():
         key, eq, values = item.partition("=")
-        if key not in TUNED_SETTINGS or not eq or not all(values.split(",")):
+        if key not in tuned_settings() or not eq or not all(values.split(",")):
             raise GridError(f"grid entry '{where}': '{item}' is not key=v[,v...] with "
-                            f"a key among {', '.join(TUNED_SETTINGS)}")
+                            f"a key among {', '.join(tuned_settings())}")
         if key in dict(entry):
             raise GridError(f"grid entry '{where}' names {key} twice")
         if key not in rule_settings(rules[rule]):
@@ -108,17 +114,18 @@ def grid_points(entries: list[list[tuple[str, list[str]]]]) -> list[tuple[str, l
     if not entries:
         return [("", [])]
     points: dict[str, list[str]] = {}
+    tags = tuned_settings()
     for entry in entries:
         keys = [key for key, _ in entry]
         for values in itertools.product(*(vals for _, vals in entry)):
-            suffix = "".join(f"_{TUNED_SETTINGS[k]}{v}" for k, v in zip(keys, values))
+            suffix = "".join(f"_{tags[k]}{v}" for k, v in zip(keys, values))
             points.setdefault(suffix, [f"{k}={v}" for k, v in zip(keys, values)])
     return list(points.items())
 
 
 @click.command("tuning-grid")
 @click.option("--grid", "spec", default="", help="'rule: key=v,v ...; rule: ...' (the settings: "
-              + ", ".join(TUNED_SETTINGS) + ").")
+              + ", ".join(tuned_settings()) + ", and any a rule registered later tunes).")
 @click.option("--rules", default=None,
               help="The rules the runs train, e.g. 'single bmuf': a grid of another is refused.")
 @click.argument("rule")
@@ -126,8 +133,6 @@ def tuning_grid_cli(spec: str, rules: str | None, rule: str) -> None:
     """Print RULE's runs of a tuning grid, one a line: the run directory's suffix ('-' for none)
     and its config overrides (what steps/nnet/experiment.sh trains). The whole grid is checked
     first: every value as the runs' config reads it, none twice, every key one its rule reads."""
-    from emasr.nnet.sync import RULES
-
     if rule not in RULES:
         raise click.ClickException(f"rule '{rule}': expected one of {', '.join(RULES)}")
     try:

@@ -91,8 +91,9 @@ def print_selected(exp_dirs: list[str], archs: list[str], labels: list[str]) -> 
 @click.option("--archs", default=None, help="Architectures (table rows) [default: dnn lstm; "
               "with --from-counts, the committed report's].")
 @click.option("--strategies", default=None,
-              help="Table rows: a sync rule (single, ma, bmuf), optionally +ema, +ema-warm "
-                   "(BMUF only), +avg or +lastk (an averaged model of the same runs) [default: "
+              help="Table rows: a sync rule (emasr.nnet.sync.RULES: single, ma, bmuf, diloco), "
+                   "optionally +<averaged model> (emasr.nnet.averages.AVERAGED_MODELS: ema, "
+                   "ema-warm for a rule with a warm-up, avg, lastk) of the same runs [default: "
                    "every registered rule, alone and with each averaged model it can keep; with "
                    "--from-counts, the committed report's].")
 @click.option("--note", "notes", multiple=True,

@@ -14,39 +14,19 @@ learning rate was tuned on dev; a speed-up only where every worker had an accele
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from emasr.nnet.averages import AVERAGED_MODELS
-from emasr.nnet.sync import RULES
+from emasr.nnet.averages import AVERAGED_MODELS, EMA
+from emasr.nnet.sync import RULES, one_worker_rule, parallel_rules, reference_rule
 from emasr.nnet.regime import own_devices
 from emasr.report.intervals import LEVEL, Contrast, Interval, bootstrap
-from emasr.report.rows import WARM_START, Comparison, Row, compare, find_row
+from emasr.report.paper import CLAIMS, Claim
+from emasr.report.rows import Comparison, Row, compare, find_row, warm_start
 
 PARITY = 3.0   # percent: the upper end of BMUF-N's relative dev-CER gap to one worker, at most
 NEAR_LINEAR = 0.8   # speed-up / N at or above: the paper's "near-linear" speed-up
 SAME_FRAMES = 0.5   # percent: rows compared must have trained this close in frames
 
-
-@dataclass(frozen=True)
-class Claim:
-    """One of the paper's claims: B against A. kind "better": B improves on A; "no_worse": B
-    matches (within PARITY) or beats A. `paper`: the paper's own relative change of B against A
-    (percent of A's CER) per architecture, where recorded here."""
-    a: str
-    b: str
-    text: str
-    kind: str
-    paper: dict[str, float] = field(default_factory=dict)
-
-
-CLAIMS = [
-    Claim("bmuf", "bmuf+ema", "the EMA model improves on the global BMUF model", "better",
-          {"dnn": -8.4, "lstm": -3.9}),
-    Claim("ma", "ma+ema", "the EMA model improves on the global MA model", "better"),
-    Claim("ma", "bmuf", "BMUF beats model averaging", "better"),
-    Claim("single", "bmuf+ema", "BMUF+EMA with N workers matches or beats single-worker training",
-          "no_worse"),
-]
 
 # An LM weight chosen on dev needs neighbours in the sweep within this share of its acoustic
 # scale (1 / LM weight) on both sides, or a finer grid could have moved it.
@@ -166,8 +146,9 @@ class Parity:
 
     @property
     def defines_regime(self) -> bool:
-        """BMUF-N close to one worker is the regime the paper's claims assume."""
-        return self.label == "bmuf"
+        """The reference rule (BMUF) at N close to one worker is the regime the paper's claims
+        assume."""
+        return RULES[self.label].reference
 
 
 def parity_tests(rows: list[Row], replications: int) -> list[Parity]:
@@ -176,7 +157,7 @@ def parity_tests(rows: list[Row], replications: int) -> list[Parity]:
     for row in rows:
         if not row.ran or row.model != "final" or not RULES[row.base].parallel:
             continue
-        single = find_row(rows, row.arch, "single", 1)
+        single = find_row(rows, row.arch, one_worker_rule(), 1)
         found = compare(single, row, replications, "dev") if single is not None else None
         out.append(Parity(row.arch, row.label, row.workers_key, found, (row, single)))
     return out
@@ -243,21 +224,27 @@ def regime_lines(parities: list[Parity]) -> list[str]:
                      "**not the paper's regime**: the comparisons at this N are reported as what "
                      "they are, not as a verdict on it")
         else:
-            state = "a parity test only (the paper's regime is BMUF's)"
+            state = f"a parity test only (the paper's regime is {name(reference_rule())}'s)"
         lines.append(f"{head}: {parity_outcome(p)}: {state}; {regime_text(p.rows[0])}"
                      f"{frames_text(p.rows[1], p.rows[0])}.")
     return lines
 
 
+RATE_SETTINGS = {"train.lr", "sync.lr_times_workers"}
+
+
 def untuned(rows: list[Row], c: Comparison, arch: str) -> str | None:
-    """Why MA cannot be judged in this comparison (its rate was not searched on dev), or None."""
-    if "ma" not in (c.a.partition("+")[0], c.b.partition("+")[0]):
-        return None
-    ma = find_row(rows, arch, "ma", c.workers)
-    if ma is None or {"train.lr", "sync.lr_times_workers"} & set(ma.grid):
-        return None
-    return (f"**no verdict**: MA's learning rate was not tuned on dev (one rate, "
-            f"{ma.learning_rates()}); a baseline is judged at its dev-tuned setting")
+    """Why a rule that is judged only at a dev-tuned rate (its entry's `rate_tuned`: MA) cannot
+    be judged in this comparison (its rate was not searched on dev), or None."""
+    for base in dict.fromkeys(label.partition("+")[0] for label in (c.a, c.b)):
+        if base not in RULES or not RULES[base].rate_tuned:
+            continue
+        row = find_row(rows, arch, base, c.workers)
+        if row is None or RATE_SETTINGS & set(row.grid):
+            continue
+        return (f"**no verdict**: {name(base)}'s learning rate was not tuned on dev (one rate, "
+                f"{row.learning_rates()}); a baseline is judged at its dev-tuned setting")
+    return None
 
 
 def where(c: Comparison) -> str:
@@ -302,7 +289,7 @@ def warm_start_lines(comparisons: list[Comparison]) -> list[str]:
     each at its half-life chosen on dev, then each half-life the runs kept."""
     lines = []
     for c in comparisons:
-        if (c.a, c.b) == WARM_START:
+        if warm_start(c.a, c.b):
             lines.append(f"- {where(c)}: the EMA started after BMUF's warm-up against the EMA from "
                          f"the first sync, each at its half-life chosen on dev: "
                          f"{start_outcome(c)} ({evidence(c)}).")
@@ -351,8 +338,9 @@ def seed_gain(seeds: list[dict[int, float]]) -> list[float]:
 def specificity(rows: list[Row], arch: str, base: str, workers: int,
                 replications: int) -> Specificity | None:
     """The EMA's specificity to parallel training for BASE at WORKERS (None: a row not decoded)."""
+    one = one_worker_rule()
     found = [find_row(rows, arch, label, n) for label, n in
-             (("single", 1), ("single+ema", 1), (base, workers), (f"{base}+ema", workers))]
+             ((one, 1), (f"{one}+{EMA}", 1), (base, workers), (f"{base}+{EMA}", workers))]
     if any(r is None or "test" not in r.cer or r.system is None or r.system.test is None
            for r in found):
         return None
@@ -367,7 +355,7 @@ def specificity(rows: list[Row], arch: str, base: str, workers: int,
 def specificity_tests(rows: list[Row], replications: int) -> list[Specificity]:
     out = []
     for arch in dict.fromkeys(r.arch for r in rows):
-        for base in ("ma", "bmuf"):
+        for base in parallel_rules():
             for workers in sorted({r.workers_key for r in rows if r.arch == arch and r.ran
                                    and r.base == base}):
                 test = specificity(rows, arch, base, workers, replications)
@@ -397,12 +385,15 @@ def specificity_lines(tests: list[Specificity], family: int) -> list[str]:
 
 
 def speed_lines(rows: list[Row]) -> list[str]:
-    """Wall time of N-worker BMUF against one worker, judged only where each worker had an
-    accelerator of its own (shared cores or a shared GPU cannot show the paper's speed-up)."""
+    """Wall time of the reference rule (BMUF) with N workers against one worker, judged only
+    where each worker had an accelerator of its own (shared cores or a shared GPU cannot show the
+    paper's speed-up)."""
     lines = []
+    reference = reference_rule()
     for arch, workers in dict.fromkeys((r.arch, r.workers_key) for r in rows
-                                       if r.label == "bmuf" and r.ran):
-        single, bmuf = find_row(rows, arch, "single", 1), find_row(rows, arch, "bmuf", workers)
+                                       if r.label == reference and r.ran):
+        single = find_row(rows, arch, one_worker_rule(), 1)
+        bmuf = find_row(rows, arch, reference, workers)
         t1 = single.total("seconds_train") if single else None
         tn = bmuf.total("seconds_train")
         if not t1 or not tn:
@@ -410,8 +401,8 @@ def speed_lines(rows: list[Row]) -> list[str]:
         speedup = t1 / tn
         runs = ("one run each" if len(single.runs) == len(bmuf.runs) == 1 else
                 f"the mean of {len(bmuf.runs)} and {len(single.runs)} runs")
-        head = (f"- {arch.upper()}: BMUF with {workers} workers trained in {tn:.0f} s against "
-                f"{t1:.0f} s for one worker (speed-up {speedup:.2f}x, {runs}): ")
+        head = (f"- {arch.upper()}: {name(reference)} with {workers} workers trained in "
+                f"{tn:.0f} s against {t1:.0f} s for one worker (speed-up {speedup:.2f}x, {runs}): ")
         regime = bmuf.regime()
         if regime is None or "hardware" not in regime:
             lines.append(head + "**no speed-up verdict**: the runs do not record their hardware.")

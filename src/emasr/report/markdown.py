@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 
+from emasr.nnet.sync import RULES, one_worker_rule, reference_rule, regime_columns
 from emasr.report.findings import findings, grid_warnings, name
 from emasr.report.intervals import LEVEL, Contrast
 from emasr.report.rows import CerSummary, Comparison, GmmRow, Row, find_row, relative_change
@@ -41,11 +42,14 @@ def grid_cell(row: Row) -> str:
                      for key, values in row.grid.items()) or "-"
 
 
-NETWORK_HEADER = ["arch", "strategy", "workers", "seeds", "lr", "searched on dev",
-                  "dev frame acc (%)", "dev CER (%) [95% CI]", "test CER (%) [95% CI]",
-                  "test CER per seed", "LM weight, penalty (dev)", "test CER best on test (%)",
-                  "failed utts dev/test", "test vs BMUF", "test vs single", "train time (s)",
-                  "syncs", "all-reduced / worker (MB)"]
+def network_header() -> list[str]:
+    """The networks table's columns; a row's test CER is set against the reference rule's and
+    the one-worker rule's (emasr.nnet.sync.RULES)."""
+    return ["arch", "strategy", "workers", "seeds", "lr", "searched on dev", "dev frame acc (%)",
+            "dev CER (%) [95% CI]", "test CER (%) [95% CI]", "test CER per seed",
+            "LM weight, penalty (dev)", "test CER best on test (%)", "failed utts dev/test",
+            f"test vs {name(reference_rule())}", f"test vs {name(one_worker_rule())}",
+            "train time (s)", "syncs", "all-reduced / worker (MB)"]
 
 
 def setting_cell(summary: CerSummary | None) -> str:
@@ -70,7 +74,7 @@ def epochs_note(epochs: list[int]) -> str:
 def network_row(row: Row, rows: list[Row]) -> list[str]:
     head = [row.arch.upper(), name(row.label)]
     if not row.ran:
-        return head + [NOT_RUN] + [""] * (len(NETWORK_HEADER) - 3)
+        return head + [NOT_RUN] + [""] * (len(network_header()) - 3)
     acc = row.dev_acc()
     mb = row.total("bytes_reduced")
     best = row.cer.get("test_best")
@@ -81,9 +85,10 @@ def network_row(row: Row, rows: list[Row]) -> list[str]:
         seeds_cell(row.cer.get("test")),
         setting_cell(row.cer.get("dev")), fmt(None if best is None else best.cer, ".2f"),
         failed_cell(row),
-        relative_cell(relative_change(row, find_row(rows, row.arch, "bmuf", row.workers_key))
-                      if row.base != "single" else None),
-        relative_cell(relative_change(row, find_row(rows, row.arch, "single", 1))),
+        relative_cell(relative_change(row, find_row(rows, row.arch, reference_rule(),
+                                                    row.workers_key))
+                      if RULES[row.base].parallel else None),
+        relative_cell(relative_change(row, find_row(rows, row.arch, one_worker_rule(), 1))),
         fmt(row.total("seconds_train"), ".0f"), fmt(row.total("syncs"), ".0f"),
         fmt(None if mb is None else mb / 1e6, ".1f")]
 
@@ -137,13 +142,17 @@ def network_section(rows: list[Row], resampling: str) -> list[str]:
                 "end of the epoch of its own best dev frame accuracy (train.final_epoch "
                 "best_dev_acc), one epoch per seed." if any(r.chosen_epochs() for r in rows)
                 else ""), ""] + \
-        table(NETWORK_HEADER, [network_row(r, rows) for r in rows])
+        table(network_header(), [network_row(r, rows) for r in rows])
 
 
-REGIME_HEADER = ["arch", "strategy", "workers", "frames / epoch", "frames / sync",
-                 "syncs / epoch", "syncs in all", "block momentum", "block lr",
-                 "time constant (frames)", "data rule (frames)", "rule met", "EMA decay / sync",
-                 "EMA half-life (syncs, epochs)"]
+def regime_header() -> list[str]:
+    """The regime table's columns: the numbers of every run, then what the registered rules add
+    (their entries' `regime_columns`: BMUF's block momentum and block lr), then the data rule's
+    and the EMAs'."""
+    return (["arch", "strategy", "workers", "frames / epoch", "frames / sync", "syncs / epoch",
+             "syncs in all"] + [heading for _, heading, _ in regime_columns()] +
+            ["time constant (frames)", "data rule (frames)", "rule met", "EMA decay / sync",
+             "EMA half-life (syncs, epochs)"])
 
 
 def regime_row(row: Row) -> list[str] | None:
@@ -154,7 +163,7 @@ def regime_row(row: Row) -> list[str] | None:
     return [row.arch.upper(), name(row.base), str(regime["workers"]),
             str(regime["frames_per_epoch"]), str(regime["frames_per_sync"]),
             str(regime["syncs_per_epoch"]), str(regime["syncs_total"]),
-            fmt(regime["block_momentum"], ".4g"), fmt(regime["block_lr"], "g"),
+            *(fmt(regime.get(key), spec) for key, _, spec in regime_columns()),
             fmt(regime["time_constant_frames"], ".0f"), fmt(regime["data_rule_frames"], ".0f"),
             {True: "yes", False: "**no**", None: "-"}[regime["data_rule_met"]],
             ", ".join(f"{e['decay_per_sync']:.4g}" for e in emas) or "-",
@@ -175,7 +184,7 @@ def regime_section(rows: list[Row]) -> list[str]:
              "time constant of -(frames per sync) / ln(block momentum) frames; its authors ask "
              "for at least that times N frames of training data (the data rule). Below it "
              "BMUF-N falls behind one worker, and the paper's claims are not tested.", ""]
-    return lines + (table(REGIME_HEADER, body) if body else ["No run recorded its regime."])
+    return lines + (table(regime_header(), body) if body else ["No run recorded its regime."])
 
 
 def sweep_rows(row: Row) -> list[list[str]]:

@@ -5,7 +5,8 @@
 - training_loss.png: training loss per sync block (and dev loss per epoch) against training frames,
   on a log axis (a diverging run stays on the plot without flattening the others);
 - cer_vs_workers.png: dev-tuned test CER (with its 95% interval), dev CER and dev frame accuracy
-  against the number of workers, for MA, BMUF and their averaged models (single at N = 1);
+  against the number of workers, for every parallel rule and its averaged models (the one-worker
+  rule at N = 1);
 - speedup.png: training frames per second against workers, relative to one worker, from the
   recipe's runs and from a benchmark's JSON when given.
 """
@@ -16,7 +17,7 @@ import os
 
 from emasr.io.atomic import atomic_write
 from emasr.nnet.averages import AVERAGED_MODELS, family
-from emasr.nnet.sync import RULES
+from emasr.nnet.sync import RULES, one_worker_rule
 from emasr.report.rows import Row
 from emasr.report.systems import NetworkRun
 
@@ -25,6 +26,11 @@ GLOBAL_STYLE = "-o"   # the global model's line; an averaged model's is its regi
 
 def color(strategy: str) -> str | None:
     return RULES[strategy].color if strategy in RULES else None
+
+
+def one_worker(strategy: str) -> bool:
+    """Whether the rule trains one worker only (its runs are named and plotted without N)."""
+    return strategy in RULES and not RULES[strategy].parallel
 
 
 def style(model: str) -> str:
@@ -66,7 +72,7 @@ def first_seed_runs(runs: list[NetworkRun], arch: str) -> list[NetworkRun]:
 
 
 def run_name(run: NetworkRun) -> str:
-    return run.strategy if run.strategy == "single" else f"{run.strategy} N={run.workers}"
+    return run.strategy if one_worker(run.strategy) else f"{run.strategy} N={run.workers}"
 
 
 def axes_grid(plt, archs: list[str]):
@@ -138,16 +144,16 @@ def plot_training_loss(runs: list[NetworkRun], archs: list[str], path: str) -> s
 
 
 def workers_series(rows: list[Row], arch: str, label: str, value) -> list[tuple[int, tuple]]:
-    """(N, value(row)) for the rows of `label` at each worker count, the single row's at N = 1
-    first (the same model of one worker)."""
+    """(N, value(row)) for the rows of `label` at each worker count, the one-worker rule's row at
+    N = 1 first (the same model of one worker)."""
     base, _, model = label.partition("+")
-    single = "single" + (f"+{model}" if model else "")
+    single = one_worker_rule() + (f"+{model}" if model else "")
     points = []
     for row in rows:
         if row.arch == arch and row.ran and row.label in (label, single):
             v = value(row)
             if v is not None:
-                points.append((1 if row.base == "single" else row.workers_key, v))
+                points.append((1 if one_worker(row.base) else row.workers_key, v))
     return sorted(set(points))
 
 
@@ -166,7 +172,8 @@ def plot_cer_vs_workers(rows: list[Row], archs: list[str], path: str) -> str | N
               ("dev CER (%)", lambda r: (r.cer["dev"].cer, 0.0, 0.0) if "dev" in r.cer else None),
               ("dev frame accuracy (%)",
                lambda r: None if r.dev_acc() is None else (100 * r.dev_acc(), 0.0, 0.0))]
-    labels = list(dict.fromkeys(r.label for r in rows if r.base in ("ma", "bmuf")))
+    labels = list(dict.fromkeys(r.label for r in rows if r.base in RULES
+                                and RULES[r.base].parallel))
     series = {(arch, label): [workers_series(rows, arch, label, f) for _, f in panels]
               for arch in archs for label in labels}
     if not any(len(s[0]) >= 2 for s in series.values()):

@@ -9,7 +9,7 @@ more test speakers do). With S seeds the difference's standard error is about
 sqrt(sd_seed^2 / S + sd_speaker^2), and its interval resolves a true effect d with probability
 `power` where (t(0.975, S-1) + t(power, S-1)) x that error <= |d| (a two-sided test at 95%). A
 non-inferiority test (parity, "matches within 3%") needs the same with d the margin, for a true
-gap of zero. Effects: the paper's own figure where it is recorded (emasr.report.findings.CLAIMS)
+gap of zero. Effects: the paper's own figure where it is recorded (emasr.report.paper.CLAIMS)
 and half of it; elsewhere the paper's EMA gain for the architecture stands in, and says so.
 """
 from __future__ import annotations
@@ -91,7 +91,8 @@ def comparison_need(c, replicates, effects: list[tuple[str, float]], power: floa
 def claim_effects(claim, arch: str) -> list[tuple[str, float]]:
     """The effects to plan for: the paper's own figure and half of it; the margin for a
     non-inferiority claim; the paper's EMA gain where the claim's own is not recorded."""
-    from emasr.report.findings import CLAIMS, PARITY
+    from emasr.report.findings import PARITY
+    from emasr.report.paper import CLAIMS
 
     if claim is None or claim.kind == "no_worse":
         return [(f"margin {PARITY:g}%, true gap 0", PARITY)]
@@ -104,7 +105,8 @@ def claim_effects(claim, arch: str) -> list[tuple[str, float]]:
 
 def needs(counts_dir: str, replications: int, power: float) -> list[Need]:
     from emasr.report.counts import read_counts
-    from emasr.report.findings import CLAIMS, parity_tests
+    from emasr.report.findings import parity_tests
+    from emasr.report.paper import CLAIMS
     from emasr.report.intervals import bootstrap
     from emasr.report.rows import build_rows, comparisons, find_row
 

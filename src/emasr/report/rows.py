@@ -19,10 +19,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from emasr.nnet.averages import WARM, warm_twin
+from emasr.nnet.averages import AVERAGED_MODELS, EMA, WARM, warm_twin
+from emasr.nnet.sync import RULES
 from emasr.report.candidates import tuned_system
 from emasr.report.intervals import (LEVEL, SETS, Contrast, Interval, System, bootstrap,
                                     difference, t_interval)
+from emasr.report.paper import CLAIMS
 from emasr.report.scoring import ScoredDecode
 from emasr.report.systems import (GmmSystem, NetworkRun, TunedDecodes, candidate_runs, grid,
                                   parse_label, select_runs, worker_counts)
@@ -46,7 +48,7 @@ class CerSummary:
 @dataclass
 class Row:
     arch: str
-    label: str                  # single | ma | bmuf, optionally +ema / +ema-warm / +avg / +lastk
+    label: str                  # a sync rule, optionally +<averaged model> (emasr.report.systems)
     runs: list[NetworkRun]
     workers_key: int | None = None      # the worker count of the row (None: not run)
     cer: dict[str, CerSummary] = field(default_factory=dict)   # dev | test | test_best -> summary
@@ -184,7 +186,7 @@ def find_row(rows: list[Row], arch: str, label: str, workers: int | None) -> Row
     """The row of `label` at `workers` (a single-worker label's row whatever `workers` is)."""
     for row in rows:
         if row.arch == arch and row.label == label and row.ran and (
-                row.base == "single" or row.workers_key == workers):
+                not RULES[row.base].parallel or row.workers_key == workers):
             return row
     return None
 
@@ -263,7 +265,7 @@ class Comparison:
 
 def compare(a: Row, b: Row, replications: int, set_name: str = "test") -> Comparison | None:
     """B against A on the utterances both decoded, with every seed of each."""
-    parallel = [r.workers_key for r in (a, b) if r.base != "single"]
+    parallel = [r.workers_key for r in (a, b) if RULES[r.base].parallel]
     return compare_systems(a.arch, a.label, b.label, parallel[0] if parallel else 1,
                            (a.cer.get(set_name), a.system), (b.cer.get(set_name), b.system),
                            replications, set_name)
@@ -299,7 +301,7 @@ def warm_start_by_half_life(ema: Row, replications: int) -> list[Comparison]:
     """The EMA after BMUF's warm-up against the one from the first sync at every half-life the
     runs kept, not only the one dev chose: where the start matters (the warm-up's weight in the
     EMA from the first sync fades with the half-life)."""
-    models = [m for m in ema.runs[0].variants("ema") if all(m in r.averages for r in ema.runs)]
+    models = [m for m in ema.runs[0].variants(EMA) if all(m in r.averages for r in ema.runs)]
     if len(models) < 2:
         return []   # one EMA: the rows' comparison is this one
     out = []
@@ -309,7 +311,7 @@ def warm_start_by_half_life(ema: Row, replications: int) -> list[Comparison]:
                                 ema.workers_key, model_summary(ema.runs, model),
                                 model_summary(ema.runs, twin), replications)
         if found is not None:
-            out.append(replace(found, half_life=model[len("ema_"):]))
+            out.append(replace(found, half_life=model[len(EMA) + 1:]))
     return out
 
 
@@ -325,14 +327,31 @@ def ladder_comparisons(gmms: list[GmmRow], replications: int,
     return out
 
 
-# (A, B) pairs compared on the same test utterances at each worker count: B is the paper's
-# proposed or preferred system, or the EMA against one of its controls, or the EMA started after
-# BMUF's warm-up against the one started at the first sync (WARM_START).
-WARM_START = ("bmuf+ema", f"bmuf+{WARM}")
-COMPARISONS = [("bmuf", "bmuf+ema"), ("ma", "ma+ema"), ("ma", "bmuf"), ("single", "bmuf+ema"),
-               ("single", "bmuf"), ("single", "single+ema"),
-               *((f"{base}+{control}", f"{base}+ema") for base in ("single", "ma", "bmuf")
-                 for control in ("avg", "lastk")), WARM_START]
+def warm_start(a: str, b: str) -> bool:
+    """Whether A against B is the EMA from the first sync against the one started after the
+    rule's warm-up (then each half-life the runs kept is compared too)."""
+    return a.partition("+")[2] == EMA and b.partition("+")[2] == WARM
+
+
+def comparison_pairs() -> list[tuple[str, str]]:
+    """The (A, B) row labels compared on the same test utterances at each worker count, B the
+    proposed or preferred system: the paper's claims (emasr.report.paper), then what each
+    registry entry says it is compared with: a rule's global model against each rule of its
+    `compared_with`; for every rule, each averaged model against its `compared_with` of the same
+    runs (the global model, or the EMA against each of its controls); last the averaged models
+    compared with another that is not their control (the EMA after BMUF's warm-up against the one
+    from the first sync)."""
+    pairs = [(c.a, c.b) for c in CLAIMS]
+    pairs += [(a, rule.name) for rule in RULES.values() for a in rule.compared_with]
+    kept = {rule: [m for m in AVERAGED_MODELS.values() if m.applies_to(rule) and m.compared_with]
+            for rule in RULES}
+    for rule, models in kept.items():
+        pairs += [(rule, f"{rule}+{m.name}") for m in models if m.compared_with == "final"]
+        pairs += [(f"{rule}+{m.name}", f"{rule}+{m.compared_with}") for m in models if m.control]
+    for rule, models in kept.items():
+        pairs += [(f"{rule}+{m.compared_with}", f"{rule}+{m.name}") for m in models
+                  if m.compared_with != "final" and not m.control]
+    return list(dict.fromkeys(pairs))
 
 
 def comparisons(rows: list[Row], replications: int) -> list[Comparison]:
@@ -340,7 +359,7 @@ def comparisons(rows: list[Row], replications: int) -> list[Comparison]:
     for arch in dict.fromkeys(r.arch for r in rows):
         counts = sorted({r.workers_key for r in rows if r.arch == arch and r.ran})
         for workers in counts:
-            for a, b in COMPARISONS:
+            for a, b in comparison_pairs():
                 ra, rb = find_row(rows, arch, a, workers), find_row(rows, arch, b, workers)
                 if ra is None or rb is None or (ra.key, rb.key) in seen:
                     continue
@@ -348,6 +367,6 @@ def comparisons(rows: list[Row], replications: int) -> list[Comparison]:
                 result = compare(ra, rb, replications)
                 if result is not None:
                     out.append(result)
-                if (a, b) == WARM_START:
+                if warm_start(a, b):
                     out += warm_start_by_half_life(ra, replications)
     return out

@@ -23,7 +23,7 @@ from emasr.nnet import config as configs, regime as regimes
 from emasr.nnet.averages import AVERAGED_MODELS, family, kept_models
 from emasr.nnet.selection import accuracy_key, best_epochs
 from emasr.nnet.sync import RULES
-from emasr.nnet.tuning import TUNED_SETTINGS
+from emasr.nnet.tuning import tuned_settings as grid_settings
 from emasr.nnet.metrics import TrainingMetrics, read_metrics
 from emasr.report.scoring import ScoredDecode, ScoringError, read_decode_dir
 
@@ -87,7 +87,7 @@ class NetworkRun:
     lr_times_workers: bool     # each worker ran at N x lr (sync.lr_times_workers)
     metrics: TrainingMetrics
     tuned: dict[str, TunedDecodes] = field(default_factory=dict)   # model -> its decodes
-    settings: dict = field(default_factory=dict)   # TUNED_SETTINGS -> this run's value
+    settings: dict = field(default_factory=dict)   # tuned settings -> this run's value
     regime: dict | None = None                     # the trainer's regime.json
     final_epoch: str = "last"  # train.final_epoch: which epoch each model file is from
 
@@ -177,12 +177,15 @@ def read_config(exp_dir: str) -> configs.Config:
 
 
 def tuned_settings(flat: dict, regime: dict | None) -> dict:
-    """The run's TUNED_SETTINGS as it ran: a block momentum left to its default (null, 1 - 1/N)
-    is read from regime.json, so a run at the default and one that named it are one grid point."""
-    settings = {k: flat[k] for k in TUNED_SETTINGS if k in flat}
-    if settings.get("sync.block_momentum") is None and regime and \
-            regime.get("block_momentum") is not None:
-        settings["sync.block_momentum"] = regime["block_momentum"]
+    """The run's tuned settings (emasr.nnet.tuning) as it ran: one left null for its rule to
+    resolve (BMUF's block momentum, 1 - 1/N) is read from regime.json, where the rule's entry
+    records it under the key's own name, so a run at the default and one that named it are one
+    grid point."""
+    settings = {k: flat[k] for k in grid_settings() if k in flat}
+    for key, value in settings.items():
+        recorded = (regime or {}).get(key.partition(".")[2])
+        if value is None and recorded is not None:
+            settings[key] = recorded
     return settings
 
 
@@ -243,7 +246,7 @@ def read_exp_dirs(paths: list[str], sweeps: bool = True, decodes: bool = True
 
 
 def best_by_dev(runs: list[NetworkRun]) -> NetworkRun | None:
-    """Among runs that differ only in their TUNED_SETTINGS, the one with the best final dev frame
+    """Among runs that differ only in their tuned settings, the one with the best final dev frame
     accuracy of the global model (how a baseline is tuned on dev)."""
     scored = [r for r in runs if r.dev_acc("final") is not None]
     if not scored:
@@ -271,7 +274,7 @@ def candidate_runs(networks: list[NetworkRun], arch: str, label: str,
 def select_runs(networks: list[NetworkRun], arch: str, label: str,
                 workers: int | None = None) -> list[NetworkRun]:
     """The runs behind one table row, one per seed: among a seed's runs that differ in their
-    TUNED_SETTINGS, the best on dev frame accuracy of the global model. An averaged model's row
+    tuned settings, the best on dev frame accuracy of the global model. An averaged model's row
     (+EMA) uses the run of its sync rule's row, so that the two rows compare one training, as the
     paper does, and a grid searched on one seed (--grid-seed) stands for every seed's row."""
     by_seed: dict[int, list[NetworkRun]] = {}
@@ -281,7 +284,7 @@ def select_runs(networks: list[NetworkRun], arch: str, label: str,
 
 
 def grid(candidates: list[NetworkRun]) -> dict[str, list]:
-    """The TUNED_SETTINGS the candidates of a row differ in -> their values (a grid searched on
+    """The tuned settings the candidates of a row differ in -> their values (a grid searched on
     dev); {} when every candidate ran with the same settings (nothing was tuned)."""
     values: dict[str, list] = {}
     for run in candidates:

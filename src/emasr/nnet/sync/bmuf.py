@@ -48,6 +48,20 @@ def block_momentum(sync, workers: int) -> float:
     return 1.0 - 1.0 / workers if sync.block_momentum is None else sync.block_momentum
 
 
+def warmup_syncs(sync) -> int:
+    """The syncs of the warm-up (block momentum 0)."""
+    return sync.warmup_blocks
+
+
+# the keys a tuning grid may search -> the tags of their run dirs (`_eta0.75_warmup12`)
+TUNED = {"sync.block_momentum": "eta", "sync.block_lr": "zeta", "sync.warmup_blocks": "warmup",
+         "sync.nesterov": "nesterov"}
+# what a BMUF run adds to regime.json: eta (1 - 1/N resolved), zeta and the warm-up
+REGIME = {"block_momentum": block_momentum,
+          "block_lr": lambda sync, workers: sync.block_lr,
+          "warmup_blocks": lambda sync, workers: warmup_syncs(sync)}
+
+
 class BlockMomentum:
     name = "bmuf"
     communicates = True

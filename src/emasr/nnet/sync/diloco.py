@@ -29,6 +29,10 @@ class DilocoOptions(Section):
     outer_momentum: float = 0.9
 
 
+# the keys a tuning grid may search -> the tags of their run dirs (`_olr0.5_omu0.8`)
+TUNED = {"sync.outer_lr": "olr", "sync.outer_momentum": "omu"}
+
+
 def check_options(config) -> None:
     sync = config.sync
     if sync.outer_lr <= 0:
