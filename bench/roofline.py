@@ -21,7 +21,7 @@ and, in brackets, the median of the rounds' own:
   floor: every matmul of a training step at its shape, timed alone as torch.mm (what the
   arithmetic allows in these shapes, whatever runs between them).
 
-Targets (issue 59): the LSTMP's trainer >= 1.0 x the plain loop's frames/s; the DNN 8x512's
+Targets: the LSTMP's trainer >= 1.0 x the plain loop's frames/s; the DNN 8x512's
 FLOP/s >= 0.9 x torch.mm at its layer shape; each for one worker and 8 virtual workers.
 --profile prints each configuration's per-operator profile (torch.profiler, self CPU time) of a
 few steps, where the time goes.

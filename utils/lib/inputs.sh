@@ -10,6 +10,11 @@
 
 INPUTS_RECORD=inputs.sha256
 
+scp_archives() {
+  # scp_archives SCP: the archives an scp file points into, each once, in the scp's order
+  cut -d' ' -f2- "$1" | sed 's/:[0-9]*$//' | awk '!seen[$0]++'
+}
+
 remove_inputs_record() {
   rm -f "$1/$INPUTS_RECORD"
 }
@@ -21,7 +26,7 @@ record_inputs() {
     [ -f "$file" ] || continue
     echo "$file"
     # an scp's archives: the features themselves, not only where they are
-    case "$file" in *.scp) cut -d' ' -f2- "$file" | sed 's/:[0-9]*$//' ;; esac
+    case "$file" in *.scp) scp_archives "$file" ;; esac
   done | awk '!seen[$0]++' | tr '\n' '\0' | xargs -0 -r sha256sum > "$dir/$INPUTS_RECORD.tmp"
   mv "$dir/$INPUTS_RECORD.tmp" "$dir/$INPUTS_RECORD"
 }

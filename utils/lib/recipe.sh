@@ -10,6 +10,7 @@
 # the stage's outputs.
 
 . "$(dirname "${BASH_SOURCE[0]}")/log.sh"   # log, shell_quoted, log_command
+. "$(dirname "${BASH_SOURCE[0]}")/inputs.sh"   # scp_archives
 
 current_command=
 # the failed command, after the lines in which it said why (its Error line, a job's log named)
@@ -104,5 +105,18 @@ archive_sha256() {
   # sha256 (12 hex digits) of the archives an scp file points into, in the scp's order, or
   # "not built": two runs on the same inputs (and the same --nj) show the same digest
   [ -f "$1" ] || { echo "not built"; return; }
-  cut -d' ' -f2- "$1" | sed 's/:[0-9]*$//' | awk '!seen[$0]++' | xargs cat | sha256sum | cut -c1-12
+  scp_archives "$1" | xargs cat | sha256sum | cut -c1-12
+}
+
+record_piece() {
+  # record_piece LOG PIECE COMMAND: a campaign piece's provenance, one line appended to LOG when
+  # it lands: its command, wall time (this shell's), machine, commit and the digests of the
+  # network targets and training features it trained on (run from the recipe dir)
+  {
+    printf '%s: `%s`, %s s, finished %s, commit %s, %s CPU cores (%s)' "$2" "$3" "$SECONDS" \
+      "$(date -u '+%Y-%m-%dT%H:%M:%SZ')" "$(git rev-parse --short HEAD)" "$(nproc)" \
+      "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+    printf ', sha256 targets %s, train features %s\n' "$(archive_sha256 exp/nnet/targets/pdf.scp)" \
+      "$(archive_sha256 data/train_fbank/feats.scp)"
+  } >> "$1"
 }

@@ -86,7 +86,7 @@ lstm24=(--nnet-dir exp/parity_lstm24 --epochs 24 --results parity/lstm24/RESULTS
 lstm_bmuf=(--strategies "single single+ema bmuf bmuf+ema" --grid "bmuf: sync.block_momentum=0.5")
 rows() { for rule in "$@"; do printf '%s ' "$rule" "$rule+ema" "$rule+avg"; done; }
 
-. utils/lib/recipe.sh   # archive_sha256 (and the recipe's log lines and traps)
+. utils/lib/recipe.sh   # record_piece (and the recipe's log lines and traps)
 
 case $piece in
   P0) ./run.sh --stage 0 --stop-stage 7 --gmm-decode-sets "" ;;
@@ -150,11 +150,4 @@ case $piece in
      exit 1 ;;
 esac
 
-log=parity/pieces.log
-{
-  printf '%s: `%s`, %s s, finished %s, commit %s, %s CPU cores (%s)' "$piece" "parity/run.sh $piece" \
-    "$SECONDS" "$(date -u '+%Y-%m-%dT%H:%M:%SZ')" "$(git rev-parse --short HEAD)" "$(nproc)" \
-    "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
-  printf ', sha256 targets %s, train features %s\n' "$(archive_sha256 exp/nnet/targets/pdf.scp)" \
-    "$(archive_sha256 data/train_fbank/feats.scp)"
-} >> "$log"
+record_piece parity/pieces.log "$piece" "parity/run.sh $piece"

@@ -50,7 +50,7 @@ anneal() {   # anneal NAME "SCHEDULE OVERRIDES" TITLE
     --results "verdict/anneal/$1/RESULTS.md" --title "The EMA against annealing: DNN 3x512, $3"
 }
 
-. utils/lib/recipe.sh   # archive_sha256 (and the recipe's log lines and traps)
+. utils/lib/recipe.sh   # record_piece (and the recipe's log lines and traps)
 
 case $piece in
   V0) ./run.sh --stage 0 --stop-stage 7 --gmm-decode-sets "" ;;
@@ -72,11 +72,4 @@ case $piece in
   *) die "unknown piece '$piece' (expected V0-V9, L1-L3, A1-A3: PLAN.md)" ;;
 esac
 
-log=verdict/pieces.log
-{
-  printf '%s: `%s`, %s s, finished %s, commit %s, %s CPU cores (%s)' "$piece" "verdict/run.sh $piece" \
-    "$SECONDS" "$(date -u '+%Y-%m-%dT%H:%M:%SZ')" "$(git rev-parse --short HEAD)" "$(nproc)" \
-    "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
-  printf ', sha256 targets %s, train features %s\n' "$(archive_sha256 exp/nnet/targets/pdf.scp)" \
-    "$(archive_sha256 data/train_fbank/feats.scp)"
-} >> "$log"
+record_piece verdict/pieces.log "$piece" "verdict/run.sh $piece"

@@ -135,8 +135,9 @@ def check_target_frames(lengths: dict[str, int], data_dir: str, targets, targets
     path = os.path.join(data_dir, "utt2num_frames")
     if not os.path.isfile(path):
         return
-    with open(path, encoding="utf-8") as f:
-        frames = {k: int(v) for k, v in (line.split()[:2] for line in f if line.strip())}
+    from emasr.io.table import read_table
+
+    frames = {utt: int(n) for utt, n in read_table(path).items()}
     misfit = [u for u in lengths if u in frames
               and abs(lengths[u] - math.ceil(frames[u] / stack)) > LENGTH_TOLERANCE]
     if len(misfit) * 2 > len(lengths):   # a few are skipped in training, as Kaldi does
