@@ -8,11 +8,11 @@ models (the EMA and its controls, emasr.nnet.averages) follow W_g. Every worker 
 minibatch of its shard each epoch, so one worker and N workers train the same frames: the epoch's
 last blocks run until the longest shard is done, each worker training the minibatches it has left
 and sitting out the steps it has none for (its model goes into the mean as it is). The learning
-rate follows train.schedule (emasr.nnet.schedule), set before every block from the frames all
-workers have processed; a newbob epoch that does not lower the dev loss is rejected and training
+rate follows train.schedule (emasr.nnet.training.schedule), set before every block from the
+frames all workers have processed; a newbob epoch that does not lower the dev loss is rejected and training
 resumes from the state the epoch started from. A warm start (train.init_model,
-emasr.nnet.warm_start) starts every model at a file's parameters and the run at the epoch after
-the ones the file trained.
+emasr.nnet.training.warm_start) starts every model at a file's parameters and the run at the
+epoch after the ones the file trained.
 
 A process may hold several workers (`dist.workers_per_process` K, emasr.nnet.workers): the N = K x
 processes workers are numbered rank * K + k, the sync first averages a process's K local models,
@@ -31,20 +31,22 @@ from itertools import islice, zip_longest
 import numpy as np
 import torch
 
-from emasr.nnet import checkpoint, config as configs, regime, warm_start
-from emasr.nnet.comm import (Communicator, destroy_process_group, init_process_group,
-                              worker_device)
+from emasr.nnet.training import checkpoint, regime, warm_start
+from emasr.nnet import config as configs
+from emasr.nnet.workers.comm import (Communicator, destroy_process_group, init_process_group,
+                                     worker_device)
 from emasr.nnet.data import (DataError, Source, eval_batches, shard, utterances_with_targets,
                              validate_targets)
-from emasr.nnet.loaders import training_data
-from emasr.nnet.flat import model_to_vector, vector_to_model
+from emasr.nnet.data.inputs import make_pipeline, open_targets, raw_feature_dim
+from emasr.nnet.data.loaders import training_data
+from emasr.nnet.workers.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
 from emasr.nnet.averages import build_averagers, ema_decays
-from emasr.nnet.resident import ResidentData, ResidentGroup
-from emasr.nnet.precision import compile_mode, make_optimizer, set_tf32
-from emasr.nnet.schedule import LearningRateSchedule
-from emasr.nnet.metrics import read_metrics
-from emasr.nnet.selection import GLOBAL, best_epochs
+from emasr.nnet.data.resident import ResidentData, ResidentGroup
+from emasr.nnet.workers.precision import compile_mode, make_optimizer, set_tf32
+from emasr.nnet.training.schedule import LearningRateSchedule
+from emasr.nnet.training.metrics import read_metrics
+from emasr.nnet.training.selection import GLOBAL, best_epochs
 from emasr.nnet.sync import make_rule
 from emasr.nnet.workers import batch_stats, make_workers, summed
 
@@ -55,38 +57,6 @@ EXTRAS = 5   # piggybacked on the sync vector: [another minibatch ready, loss su
 METRICS_EVERY_SECONDS = 10.0   # metrics.jsonl records are appended at most this often (and at
                                # every checkpoint and the end): opening the file for each block's
                                # record alone costs more than the record
-
-
-def make_pipeline(features, train_dir: str | None = None):
-    """The network feature pipeline; with global CMVN it carries the training set's stats, so dev
-    and decoding normalize exactly as training did."""
-    from emasr.feats.cmvn import GLOBAL_CMVN_FILE, read_stats
-    from emasr.feats.pipeline import FeaturePipeline, PipelineConfig
-
-    pipeline = FeaturePipeline(PipelineConfig(**{k: v for k, v in features.to_dict().items()
-                                                 if k != "dim"}))
-    if features.cmvn == "global" and train_dir is not None:
-        path = os.path.join(train_dir, GLOBAL_CMVN_FILE)
-        if not os.path.isfile(path):
-            raise DataError(f"expected file {path} to exist for features.cmvn=global "
-                            "(steps/compute_cmvn_stats.sh --global)")
-        pipeline.set_global_stats(read_stats(path))
-    return pipeline
-
-
-def open_targets(targets_dir: str):
-    from emasr.ali.targets import load_targets
-
-    return load_targets(targets_dir)
-
-
-def raw_feature_dim(data_dir: str) -> int:
-    """The dimension of the first matrix in data_dir/feats.scp."""
-    from emasr.kaldi.tables import read_archive
-
-    for _, mat in read_archive(f"scp:{os.path.join(data_dir, 'feats.scp')}"):
-        return int(mat.shape[1])
-    raise DataError(f"{data_dir}/feats.scp is empty")
 
 
 def recorded_by(record: dict, position: tuple[int, int]) -> bool:
