@@ -14,7 +14,7 @@ Each EMA's decay per sync and half-life in syncs and epochs are here too: at N =
 a fixed number of frames is a few syncs.
 
 Every worker trains every minibatch of its shard each epoch (the last block of an epoch is as
-long as the longest shard's remainder: emasr.nnet.trainer), so an epoch trains all its
+long as the longest shard's remainder: emasr.nnet.trainer.blocks), so an epoch trains all its
 frames at any number of workers: `frames_trained_per_epoch` is the data's frames and `frames_trained_total`
 adds up the run's epochs, a warm start's (emasr.nnet.training.warm_start; `init_model`)
 included, which is

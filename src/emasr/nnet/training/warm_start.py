@@ -2,7 +2,7 @@
 toolkit wrote, as BMUF's authors start parallel training from a "seed model" one worker trained.
 
 The file is a model file (final.pt, ema.pt, any <name>.pt of a run:
-emasr.nnet.trainer's model_file) or an epoch-end checkpoint (its directory
+emasr.nnet.trainer.final_models) or an epoch-end checkpoint (its directory
 checkpoints/epochEEE-block000000, or the state.pt in it, whose W_g is the global model after epoch EEE). Its architecture (the `model`
 section), input dimension, number of pdfs and feature pipeline options must be this run's: a
 file that differs is refused before any work, naming the file and what differs.
