@@ -51,7 +51,7 @@ from nnet_synthetic import make_corpus, write_targets  # noqa: E402
 
 from emasr.nnet import config as configs  # noqa: E402
 from emasr.nnet.data import IGNORE, make_chunks  # noqa: E402
-from emasr.nnet.flat import model_to_vector  # noqa: E402
+from emasr.nnet.workers.flat import model_to_vector  # noqa: E402
 from emasr.nnet.models import build_model  # noqa: E402
 from emasr.nnet.trainer import Trainer  # noqa: E402
 from emasr.nnet.workers import predict, summed  # noqa: E402

@@ -65,10 +65,10 @@ from nnet_synthetic import make_corpus, write_targets  # noqa: E402
 
 from emasr.nnet import config as configs  # noqa: E402
 from emasr.nnet.averages import build_averagers  # noqa: E402
-from emasr.nnet.flat import model_to_vector  # noqa: E402
+from emasr.nnet.workers.flat import model_to_vector  # noqa: E402
 from emasr.nnet.models import build_model  # noqa: E402
-from emasr.nnet.precision import COMPILE_MODES, PRECISIONS, autocast  # noqa: E402
-from emasr.nnet.resident import RESIDENT_DTYPES  # noqa: E402
+from emasr.nnet.workers.precision import COMPILE_MODES, PRECISIONS, autocast  # noqa: E402
+from emasr.nnet.data.resident import RESIDENT_DTYPES  # noqa: E402
 from emasr.nnet.sync import RULES, make_rule  # noqa: E402
 from emasr.nnet.trainer import Trainer  # noqa: E402
 

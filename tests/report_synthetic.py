@@ -9,7 +9,8 @@ import random
 import re
 
 
-from emasr.nnet import config as configs, regime as regimes
+from emasr.nnet import config as configs
+from emasr.nnet.training import regime as regimes
 
 CHARS = "北京上海天气明天导航音乐播放打开关闭附近餐厅电话"
 

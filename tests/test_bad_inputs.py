@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from emasr.cli import main
-from emasr.nnet import checkpoint
+from emasr.nnet.training import checkpoint
 from conftest import REPO, YESNO, run_script
 from nnet_synthetic import TINY_DNN, make_problem
 

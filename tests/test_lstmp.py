@@ -1,4 +1,4 @@
-"""The stacked LSTMP (emasr.nnet.lstmp): K workers' LSTMPs as one computation give nn.LSTM's
+"""The stacked LSTMP (emasr.nnet.workers.lstmp): K workers' LSTMPs as one computation give nn.LSTM's
 outputs and gradients (the reference: emasr's LSTMP model, nn.LSTM with proj_size), and K stacked
 workers train as K real workers do, one worker too."""
 import copy
@@ -7,7 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from emasr.nnet import config as configs, lstmp
+from emasr.nnet import config as configs
+from emasr.nnet.workers import lstmp
 from emasr.nnet.data import IGNORE
 from emasr.nnet.models import build_model
 from emasr.nnet.workers import LoopWorkers, StackedWorkers, can_stack, make_workers

@@ -1,4 +1,4 @@
-"""How a step computes (emasr.nnet.precision): bf16 autocast with fp32 master weights stays close to
+"""How a step computes (emasr.nnet.workers.precision): bf16 autocast with fp32 master weights stays close to
 fp32 (on the CPU too); the optimizer's kernels (foreach, fused) compute what torch's default does;
 torch.compile of the step matches eager; every switch is checked by the config."""
 import copy
@@ -8,7 +8,7 @@ import torch
 
 from emasr.nnet import config as configs
 from emasr.nnet.models import build_model
-from emasr.nnet.precision import compile_mode, kept, make_optimizer
+from emasr.nnet.workers.precision import compile_mode, kept, make_optimizer
 from emasr.nnet.workers import LoopWorkers, StackedWorkers
 from nnet_synthetic import TINY_DNN, TINY_LSTM
 from test_nnet_train import problem, saved_vector, train  # noqa: F401

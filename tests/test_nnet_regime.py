@@ -1,4 +1,4 @@
-"""regime.json (emasr.nnet.regime): the numbers of a training's regime and BMUF's data rule."""
+"""regime.json (emasr.nnet.training.regime): the numbers of a training's regime and BMUF's data rule."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from emasr.nnet import config as configs, regime
+from emasr.nnet import config as configs
+from emasr.nnet.training import regime
 from emasr.nnet.averages import decay_from_half_life
 
 

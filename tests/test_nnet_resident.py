@@ -10,9 +10,9 @@ import torch
 
 from emasr.nnet import config as configs
 from emasr.nnet.data import Source, TrainingData, make_chunks, shard, utterances_with_targets
-from emasr.nnet.loaders import training_data
-from emasr.nnet.resident import ResidentData, ResidentGroup, ResidentParts, splice_offsets
-from emasr.nnet.trainer import make_pipeline, open_targets
+from emasr.nnet.data.loaders import training_data
+from emasr.nnet.data.resident import ResidentData, ResidentGroup, ResidentParts, splice_offsets
+from emasr.nnet.data.inputs import make_pipeline, open_targets
 from nnet_synthetic import DIM, NUM_PDFS, TINY_DNN, TINY_LSTM
 from test_nnet_train import problem, train  # noqa: F401
 from test_virtual_workers import assert_mid_epoch_resume_is_exact, records, run_ok

@@ -19,16 +19,18 @@ import torch.nn.functional as F
 from click.testing import CliRunner
 
 from emasr.cli import main
-from emasr.nnet import checkpoint, config as configs
-from emasr.nnet.regime import describe
+from emasr.nnet.training import checkpoint
+from emasr.nnet import config as configs
+from emasr.nnet.training.regime import describe
 from emasr.nnet.data import Source, TrainingData, shard, utterances_with_targets
-from emasr.nnet.flat import model_to_vector, vector_to_model
+from emasr.nnet.workers.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
 from emasr.nnet.averages import build_averagers
 from emasr.nnet.sync import make_rule
-from emasr.nnet.trainer import Trainer, make_pipeline, open_targets
+from emasr.nnet.data.inputs import make_pipeline, open_targets
+from emasr.nnet.trainer import Trainer
 from emasr.nnet.workers import predict
-from emasr.nnet.metrics import read_metrics
+from emasr.nnet.training.metrics import read_metrics
 from conftest import REPO, run_script
 from nnet_synthetic import (DIM, NUM_PDFS, TINY_DNN, TINY_LSTM, make_corpus, make_problem,
                             write_targets)

@@ -6,12 +6,12 @@ import torch
 
 from emasr.nnet import config as configs
 from emasr.nnet.data import IGNORE, make_chunks, shard, shuffled_batches
-from emasr.nnet.flat import model_to_vector, vector_to_model
+from emasr.nnet.workers.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
 from emasr.nnet.averages import (CumulativeAverage, ExponentialMovingAverage, LastEpochsAverage,
                                  build_averagers, family, kept_models)
-from emasr.nnet.schedule import LearningRateSchedule
-from emasr.nnet.selection import best_epochs
+from emasr.nnet.training.schedule import LearningRateSchedule
+from emasr.nnet.training.selection import best_epochs
 from emasr.nnet.workers import batch_stats, correct_frames, summed
 from conftest import REPO
 
@@ -322,7 +322,7 @@ def test_each_ema_gets_a_twin_started_after_bmufs_warm_up():
 
 
 def test_workers_share_gpus_through_gloo_and_nccl_needs_one_gpu_each(monkeypatch):
-    from emasr.nnet.comm import choose_backend, worker_device
+    from emasr.nnet.workers.comm import choose_backend, worker_device
 
     with pytest.raises(configs.ConfigError, match="dist.device"):
         configs.resolve(None, ["dist.device=gpu"])

@@ -22,7 +22,7 @@ from emasr.ali.targets import TargetsError, make_targets
 from emasr.kaldi.model_io import (KaldiModel, build_topology, read_model, tree_from_text,
                                 write_model, write_tree)
 from emasr.kaldi.transitions import load_transition_table
-from emasr.nnet import checkpoint
+from emasr.nnet.training import checkpoint
 
 MONO = YESNO / "exp" / "mono"
 LANG = YESNO / "data" / "lang_test_tg"

@@ -137,7 +137,7 @@ def ark_final_flush_scenario(directory, rlimit):
 def checkpoint_scenario(directory, rlimit):
     import torch   # here, not at the top: the other scenarios' subprocesses start faster
 
-    from emasr.nnet import checkpoint
+    from emasr.nnet.training import checkpoint
     exp = directory
     done = checkpoint.directory(exp, 1, 0)
     checkpoint.save({"w": torch.zeros(4)}, os.path.join(done, "rank0.pt"))

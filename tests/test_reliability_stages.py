@@ -11,7 +11,7 @@ import kaldiio
 import pytest
 
 from conftest import REPO
-from emasr.nnet import checkpoint
+from emasr.nnet.training import checkpoint
 from nnet_synthetic import TINY_DNN, make_problem
 from test_feats_steps import make_data
 

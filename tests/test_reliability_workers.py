@@ -12,7 +12,7 @@ import time
 import pytest
 import torch
 
-from emasr.nnet import checkpoint
+from emasr.nnet.training import checkpoint
 from conftest import REPO, find_process
 from nnet_synthetic import TINY_DNN, make_problem
 

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from emasr.cli import main
-from emasr.nnet.metrics import MetricsError, read_metrics
+from emasr.nnet.training.metrics import MetricsError, read_metrics
 from emasr.report.scoring import ScoringError, read_decode_dir
 from report_synthetic import (corrupt, make_gmm_system, make_network_run, reference_texts,
                               write_scored_decode, write_scored_settings)
@@ -539,7 +539,7 @@ def test_parity_is_a_non_inferiority_test_on_dev():
     from emasr.report.counts import read_counts
     from emasr.report.findings import parity_tests, regime_lines
     from emasr.report.intervals import SetCounts, System
-    from emasr.nnet.metrics import TrainingMetrics
+    from emasr.nnet.training.metrics import TrainingMetrics
     from emasr.report.rows import CerSummary, Row
     from emasr.report.systems import NetworkRun
 

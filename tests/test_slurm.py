@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from conftest import REPO, find_process, run_script
-from emasr.nnet import checkpoint
+from emasr.nnet.training import checkpoint
 from emasr.parallel.grid import SCHEDULERS
 
 CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"

@@ -1,4 +1,4 @@
-"""The TDNN (emasr.nnet.tdnn), registered as an architecture: Kaldi's affine over spliced frames,
+"""The TDNN (emasr.nnet.models.tdnn), registered as an architecture: Kaldi's affine over spliced frames,
 trained by every sync rule and decoded, on the yesno recipe's targets and graph."""
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from emasr.nnet import config as configs
 from emasr.nnet.sections import ConfigError, Section
 from emasr.nnet.sync import RULES, SyncRule, register, unregister
 from emasr.nnet.sync.state import copy_or_none
-from emasr.nnet.tuning import grid_points, parse_grid, rule_settings
+from emasr.nnet.config.tuning import grid_points, parse_grid, rule_settings
 from emasr.report import plots
 from nnet_synthetic import TINY_DNN
 from report_synthetic import make_network_run, reference_texts

@@ -1,10 +1,10 @@
-"""The tuning grid (emasr.nnet.tuning): a spec per sync rule -> one run per point, each named by
+"""The tuning grid (emasr.nnet.config.tuning): a spec per sync rule -> one run per point, each named by
 its values, and the experiment driver trains exactly those runs."""
 import pytest
 from click.testing import CliRunner
 
 from emasr.nnet.sync import RULES
-from emasr.nnet.tuning import GridError, grid_points, parse_grid, tuning_grid_cli
+from emasr.nnet.config.tuning import GridError, grid_points, parse_grid, tuning_grid_cli
 from emasr.report.systems import grid, read_network_run
 from report_synthetic import make_network_run
 

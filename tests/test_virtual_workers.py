@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from emasr.nnet import config as configs
-from emasr.nnet.flat import mean_to_vector
+from emasr.nnet.workers.flat import mean_to_vector
 from emasr.nnet.models import build_model
 from emasr.nnet.workers import LoopWorkers, StackedWorkers, can_stack
 from conftest import REPO, run_script

@@ -99,7 +99,7 @@ def train_cli(config_path, overrides, strategy, block_size, ema_decay, ema_half_
     """Train a DNN or LSTM acoustic model on TARGETS_DIR (pdf targets) and TRAIN_DIR's features,
     evaluating on DEV_DIR every epoch; writes EXP_DIR/{conf.yaml, metrics.jsonl, checkpoints/,
     final.pt, ema.pt}. Run it through steps/nnet/train.sh (torchrun, one process per worker)."""
-    from emasr.nnet.comm import CollectiveTimeout, RendezvousError
+    from emasr.nnet.workers.comm import CollectiveTimeout, RendezvousError
     from emasr.nnet.data import DataError
     from emasr.nnet.trainer import run
 
@@ -132,10 +132,10 @@ def regime_cli(config_path, overrides, strategy, block_size, ema_decay, ema_half
     to stderr. Takes `emasr train`'s config options; steps/nnet/train.sh runs it first."""
     import json
 
-    from emasr.nnet import regime, warm_start
+    from emasr.nnet.training import regime, warm_start
     from emasr.nnet.data import (DataError, check_target_frames, utterances_with_targets,
                                  validate_targets)
-    from emasr.nnet.trainer import make_pipeline, open_targets, raw_feature_dim
+    from emasr.nnet.data.inputs import make_pipeline, open_targets, raw_feature_dim
 
     try:
         config = resolve_config(config_path, overrides, strategy, block_size, ema_decay,

@@ -15,11 +15,11 @@ import numpy as np
 import torch
 
 from emasr.feats.cmvn import CmvnError
-from emasr.nnet import checkpoint
+from emasr.nnet.training import checkpoint
 from emasr.nnet.averages import AVERAGED_MODELS, family
 from emasr.nnet.config import ConfigError, DataConfig
 from emasr.nnet.data import DataError
-from emasr.nnet.input_modes import INPUT_MODES
+from emasr.nnet.models.input_modes import INPUT_MODES
 from emasr.nnet.models import build_model
 
 logger = logging.getLogger(__name__)

@@ -147,7 +147,7 @@ def report_cli(out, plot_dir, archs, strategies, notes, bench, replications, tit
     `--from-counts` rebuilds the report from them alone (counts of version 1, one setting per
     model and no speakers, too: their intervals hold the setting fixed).
     """
-    from emasr.nnet.metrics import MetricsError
+    from emasr.nnet.training.metrics import MetricsError
     from emasr.report.scoring import ScoringError
     from emasr.io.table import TableError
 

@@ -32,7 +32,7 @@ from collections import defaultdict
 import numpy as np
 
 from emasr.io.atomic import atomic_write
-from emasr.nnet.metrics import TrainingMetrics
+from emasr.nnet.training.metrics import TrainingMetrics
 from emasr.report.scoring import ScoredDecode, ScoringError, Sweep
 from emasr.report.systems import GmmSystem, NetworkRun, TunedDecodes
 

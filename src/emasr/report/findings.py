@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from emasr.nnet.averages import AVERAGED_MODELS, EMA
 from emasr.nnet.sync import RULES, one_worker_rule, parallel_rules, reference_rule
-from emasr.nnet.regime import own_devices
+from emasr.nnet.training.regime import own_devices
 from emasr.report.intervals import LEVEL, Contrast, Interval, bootstrap
 from emasr.report.paper import CLAIMS, Claim
 from emasr.report.rows import Comparison, Row, compare, find_row, warm_start

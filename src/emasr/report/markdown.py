@@ -180,7 +180,7 @@ def regime_section(rows: list[Row]) -> list[str]:
             if cells:
                 body.append(cells)
     lines = ["## Regime", "",
-             "From each run's regime.json (emasr.nnet.regime). BMUF's block-momentum filter has a "
+             "From each run's regime.json (emasr.nnet.training.regime). BMUF's block-momentum filter has a "
              "time constant of -(frames per sync) / ln(block momentum) frames; its authors ask "
              "for at least that times N frames of training data (the data rule). Below it "
              "BMUF-N falls behind one worker, and the paper's claims are not tested.", ""]

@@ -19,12 +19,13 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from emasr.nnet import config as configs, regime as regimes
+from emasr.nnet import config as configs
+from emasr.nnet.training import regime as regimes
 from emasr.nnet.averages import AVERAGED_MODELS, family, kept_models
-from emasr.nnet.selection import accuracy_key, best_epochs
+from emasr.nnet.training.selection import accuracy_key, best_epochs
 from emasr.nnet.sync import RULES
-from emasr.nnet.tuning import tuned_settings as grid_settings
-from emasr.nnet.metrics import TrainingMetrics, read_metrics
+from emasr.nnet.config.tuning import tuned_settings as grid_settings
+from emasr.nnet.training.metrics import TrainingMetrics, read_metrics
 from emasr.report.scoring import ScoredDecode, ScoringError, read_decode_dir
 
 logger = logging.getLogger(__name__)
@@ -177,7 +178,7 @@ def read_config(exp_dir: str) -> configs.Config:
 
 
 def tuned_settings(flat: dict, regime: dict | None) -> dict:
-    """The run's tuned settings (emasr.nnet.tuning) as it ran: one left null for its rule to
+    """The run's tuned settings (emasr.nnet.config.tuning) as it ran: one left null for its rule to
     resolve (BMUF's block momentum, 1 - 1/N) is read from regime.json, where the rule's entry
     records it under the key's own name, so a run at the default and one that named it are one
     grid point."""

@@ -8,10 +8,10 @@ models (the EMA and its controls, emasr.nnet.averages) follow W_g beside any rul
 RULES is the one registry: a rule is its module plus one `register(SyncRule(...))`, and the entry
 answers every question the rest of the toolkit asks about a rule: its keys in the `sync` section
 and their check (the config), how to build it (the trainer), the CLI's choices, the keys a tuning
-grid may search and the tags of their run dirs (emasr.nnet.tuning), what it adds to regime.json
-(emasr.nnet.regime), whether it trains several workers and has a warm-up (the averaged models),
-and the report's label, plot colour and comparisons. No code outside this package tests a rule's
-name.
+grid may search and the tags of their run dirs (emasr.nnet.config.tuning), what it adds to
+regime.json (emasr.nnet.training.regime), whether it trains several workers and has a warm-up
+(the averaged models), and the report's label, plot colour and comparisons. No code outside this
+package tests a rule's name.
 """
 from __future__ import annotations
 

@@ -5,12 +5,12 @@ local model, optimizer state, dropout random stream and gradient clipping. Two i
 
 - `StackedWorkers` (the DNN): the K models' parameters stacked along a new first dimension, one
   batched forward (batched matmuls, StackedWorkers.forward) and backward, and K optimizers in
-  the layout emasr.nnet.stacked_optim chooses: SGD with momentum updates element by element, so
-  one optimizer over [K, ...] tensors is K independent optimizers (worker k's state is the slice
-  [k]); Adam also counts steps per tensor, so it runs over each worker's slices.
+  the layout emasr.nnet.workers.stacked_optim chooses: SGD with momentum updates element by
+  element, so one optimizer over [K, ...] tensors is K independent optimizers (worker k's state
+  is the slice [k]); Adam also counts steps per tensor, so it runs over each worker's slices.
   The LSTMP (without dropout, in fp32, eager, on a CPU) stacks the same way, one worker too:
   each layer is one autograd Function of batched matmuls over the K workers
-  (emasr.nnet.lstmp), faster than nn.LSTM for one worker and than a loop over K of them.
+  (emasr.nnet.workers.lstmp), faster than nn.LSTM for one worker and than a loop over K of them.
 - `LoopWorkers` (a DNN alone, a batchnorm DNN, the TDNN, any other LSTMP): K ordinary modules
   and optimizers run one after the other.
 
@@ -21,9 +21,10 @@ A step's minibatch of a worker may be None: at an epoch's end a worker whose sha
 sits the step out, as a real worker takes no step (no update, no optimizer state, no dropout
 draw); its statistics are zeros.
 
-Both run a step's forward and loss in the precision of `train.precision` (emasr.nnet.precision),
-optionally compiled (`train.compile`, `train.compile_mode`), and count the labelled frames on the
-device the labels are on, so that data already on a GPU (the resident loader) is never waited for.
+Both run a step's forward and loss in the precision of `train.precision`
+(emasr.nnet.workers.precision), optionally compiled (`train.compile`, `train.compile_mode`), and
+count the labelled frames on the device the labels are on, so that data already on a GPU (the
+resident loader) is never waited for.
 """
 from __future__ import annotations
 
@@ -34,14 +35,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from emasr.nnet import lstmp
 from emasr.nnet.data import IGNORE
-from emasr.nnet.flat import (check_mean_size, mean_to_vector, model_to_vector, state_tensors,
-                             vector_to_model)
-from emasr.nnet.input_modes import INPUT_MODES
 from emasr.nnet.models import ACTIVATIONS, LSTMP
-from emasr.nnet.precision import autocast, compiled, kept, new_step
-from emasr.nnet.stacked_optim import make_stacked_optimizer
+from emasr.nnet.models.input_modes import INPUT_MODES
+from emasr.nnet.workers import lstmp
+from emasr.nnet.workers.flat import (check_mean_size, mean_to_vector, model_to_vector,
+                                     state_tensors, vector_to_model)
+from emasr.nnet.workers.precision import autocast, compiled, kept, new_step
+from emasr.nnet.workers.stacked_optim import make_stacked_optimizer
 
 
 def correct_frames(log_probs: torch.Tensor, labels: torch.Tensor,
@@ -101,7 +102,8 @@ def can_stack(model: nn.Module, precision: str = "fp32", compile_mode: str | Non
     """Whether K copies of `model` can run as one batched computation (StackedWorkers): the DNN
     when each of its layers is STACKABLE (batchnorm updates running statistics of its own in
     every worker, so it runs as a loop); the LSTMP without dropout, in fp32 and eager (its
-    layers are emasr.nnet.lstmp's Function, which neither autocast nor torch.compile knows)."""
+    layers are emasr.nnet.workers.lstmp's Function, which neither autocast nor torch.compile
+    knows)."""
     if isinstance(model, LSTMP):
         return (model.lstm.proj_size > 0 and model.lstm.dropout == 0 and precision == "fp32"
                 and compile_mode is None)
@@ -218,11 +220,12 @@ class LoopWorkers:
                 group["lr"] = lr
 
     def vectors(self) -> torch.Tensor:
-        """[K, V]: the local models as flat vectors (emasr.nnet.flat order)."""
+        """[K, V]: the local models as flat vectors (emasr.nnet.workers.flat order)."""
         return torch.stack([model_to_vector(m) for m in self.models])
 
     def columns(self) -> list[tuple[torch.Tensor, ...]]:
-        """Each synchronized tensor's K copies, in emasr.nnet.flat order (flat.mean_to_vector)."""
+        """Each synchronized tensor's K copies, in emasr.nnet.workers.flat order
+        (flat.mean_to_vector)."""
         return list(zip(*[state_tensors(model) for model in self.models]))
 
     def mean(self, out: torch.Tensor, accumulator: torch.Tensor) -> torch.Tensor:
@@ -266,7 +269,8 @@ class StackedWorkers:
                  compile_mode: str | None = None, data_config=None) -> None:
         k = len(seeds)
         self.template = model
-        # an LSTMP's forward (emasr.nnet.lstmp): its shape, and the steps whose outputs train
+        # an LSTMP's forward (emasr.nnet.workers.lstmp): its shape, and the steps whose
+        # outputs train
         self.lstmp = None if not isinstance(model, LSTMP) else {
             "layers": model.lstm.num_layers,
             "start": data_config.left_context + data_config.output_delay,
@@ -285,7 +289,7 @@ class StackedWorkers:
                   if isinstance(m, nn.Linear)}
         self.params = {name: stacked(p, k, transposed=name in linear)
                        for name, p in model.named_parameters()}
-        # K optimizers in the layout the optimizer's state needs (emasr.nnet.stacked_optim)
+        # K optimizers in the layout the optimizer's state needs (emasr.nnet.workers.stacked_optim)
         self.optimizer = make_stacked_optimizer(
             make_optimizer, [self.params[n] for n in self.names], device)
         self.streams = [new_stream(s, device) for s in seeds]
@@ -311,7 +315,7 @@ class StackedWorkers:
         rather than torch.func.vmap over functional_call: vmap's rule for linear is a matmul, a
         bias scaling and an add (two kernels more per layer forward, one backward), and its
         batching machinery costs the host more per step than the operations themselves for a
-        small DNN (bench/train.py (i) counts the operations). K LSTMPs: emasr.nnet.lstmp."""
+        small DNN (bench/train.py (i) counts the operations). K LSTMPs: emasr.nnet.workers.lstmp."""
         if self.lstmp is not None:
             return lstmp.forward(params, x, **self.lstmp)
         masks = iter(masks)
@@ -354,7 +358,7 @@ class StackedWorkers:
 
     def stack(self, batches: list[tuple[torch.Tensor, torch.Tensor] | None], rows: int):
         """[K, rows, D] inputs and [K, rows] labels on the device, short minibatches padded (as
-        they are where one gather made them: emasr.nnet.resident.StepBatches), a missing one
+        they are where one gather made them: emasr.nnet.data.resident.StepBatches), a missing one
         (None) all padding."""
         stacked = getattr(batches, "stacked", None)
         if stacked is not None:

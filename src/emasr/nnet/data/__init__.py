@@ -10,8 +10,8 @@ workers; its minibatch order depends on (seed, epoch, rank) only, so an epoch ca
 exactly (resume skips the minibatches already trained).
 
 Two data paths serve the trainer (`data.loader`, LOADERS): `stream` (TrainingData, here) and
-`resident` (emasr.nnet.resident.ResidentData: the shard loaded once into one tensor, minibatches
-gathered by index on the training device).
+`resident` (emasr.nnet.data.resident.ResidentData: the shard loaded once into one tensor,
+minibatches gathered by index on the training device).
 """
 from __future__ import annotations
 

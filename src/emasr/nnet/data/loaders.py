@@ -1,13 +1,13 @@
 """The training data paths by name (`data.loader`; the one registry: the config check reads it):
 `stream` reads a worker's shard every epoch through a bounded shuffle buffer
 (emasr.nnet.data.TrainingData); `resident` holds it in memory, whole or in parts, and gathers
-minibatches by index (emasr.nnet.resident)."""
+minibatches by index (emasr.nnet.data.resident)."""
 from __future__ import annotations
 
 import torch
 
 from emasr.nnet.data import Source, TrainingData
-from emasr.nnet.resident import ResidentData, ResidentParts
+from emasr.nnet.data.resident import ResidentData, ResidentParts
 
 LOADERS = ("stream", "resident")
 

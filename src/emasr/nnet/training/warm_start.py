@@ -1,9 +1,9 @@
 """A warm start (`train.init_model`): a training of any sync rule that starts from a model this
 toolkit wrote, as BMUF's authors start parallel training from a "seed model" one worker trained.
 
-The file is a model file (final.pt, ema.pt, any <name>.pt of a run: emasr.nnet.trainer's
-model_file) or an epoch-end checkpoint (its directory checkpoints/epochEEE-block000000, or the
-state.pt in it, whose W_g is the global model after epoch EEE). Its architecture (the `model`
+The file is a model file (final.pt, ema.pt, any <name>.pt of a run:
+emasr.nnet.trainer.final_models) or an epoch-end checkpoint (its directory
+checkpoints/epochEEE-block000000, or the state.pt in it, whose W_g is the global model after epoch EEE). Its architecture (the `model`
 section), input dimension, number of pdfs and feature pipeline options must be this run's: a
 file that differs is refused before any work, naming the file and what differs.
 
@@ -24,8 +24,8 @@ from dataclasses import dataclass, fields
 import torch
 
 from emasr.io.inputs_record import file_sha256
-from emasr.nnet import checkpoint
-from emasr.nnet.flat import model_to_vector, vector_to_model
+from emasr.nnet.training import checkpoint
+from emasr.nnet.workers.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import model_config
 from emasr.nnet.sections import ConfigError
 
@@ -44,7 +44,7 @@ class InitModel:
     input_dim: int
     num_pdfs: int
     state: dict | None = None            # a model file's state_dict
-    vector: torch.Tensor | None = None   # or a checkpoint's W_g (emasr.nnet.flat order)
+    vector: torch.Tensor | None = None   # or a checkpoint's W_g (emasr.nnet.workers.flat order)
 
     def record(self) -> dict:
         """What regime.json records of it."""

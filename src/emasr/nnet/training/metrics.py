@@ -1,5 +1,5 @@
-"""Read a network exp dir's metrics.jsonl (written by emasr.nnet.trainer, rank 0; read back by the
-trainer for train.final_epoch and by the report).
+"""Read a network exp dir's metrics.jsonl (written by emasr.nnet.trainer.metrics_log, rank 0;
+read back by the trainer for train.final_epoch and by the report).
 
 One JSON object per line: `{"type": "block", "epoch", "block", "loss", "frame_acc", "lr", <totals>}`
 after every sync, and `{"type": "epoch", "epoch", "lr", "next_lr", "dev_loss", "dev_acc",

@@ -22,12 +22,12 @@ import yaml
 
 from emasr.io.atomic import atomic_write
 from emasr.nnet.averages import AVERAGED_MODELS
-from emasr.nnet.loaders import LOADERS
+from emasr.nnet.data.loaders import LOADERS
 from emasr.nnet.models import ARCHITECTURES, Architecture, architecture, model_config
-from emasr.nnet.precision import COMPILE_MODES, OPTIMIZER_IMPLS, PRECISIONS
-from emasr.nnet.resident import RESIDENT_DTYPES, RESIDENT_MEMORY
-from emasr.nnet.schedule import SCHEDULES
-from emasr.nnet.selection import FINAL_EPOCHS
+from emasr.nnet.workers.precision import COMPILE_MODES, OPTIMIZER_IMPLS, PRECISIONS
+from emasr.nnet.data.resident import RESIDENT_DTYPES, RESIDENT_MEMORY
+from emasr.nnet.training.schedule import SCHEDULES
+from emasr.nnet.training.selection import FINAL_EPOCHS
 from emasr.nnet.sections import ConfigError, Section, compose
 from emasr.nnet.sync import RULES
 
@@ -57,7 +57,7 @@ class DataConfig(Section):
     output_delay: int = 2             # sequence input: output t predicts the label of t - delay
     chunks_per_minibatch: int = 32
     shuffle_buffer_chunks: int = 2000
-    loader: str = "stream"            # emasr.nnet.loaders.LOADERS
+    loader: str = "stream"            # emasr.nnet.data.loaders.LOADERS
     resident_dtype: str = "float32"   # resident: storage of the features, float32 | float16
     resident_memory: str = "auto"     # resident: auto (the GPU if the shard fits in half its
                                       # free memory, else host) | device | host
@@ -73,7 +73,8 @@ class TrainConfig(Section):
     momentum: float = 0.9
     weight_decay: float = 0.0
     max_grad_norm: float = 0.0        # clip each minibatch's gradient norm to this (0: off)
-    schedule: str = "exponential"     # exponential | linear | newbob | constant (emasr.nnet.schedule)
+    schedule: str = "exponential"     # exponential | linear | newbob | constant
+                                      # (emasr.nnet.training.schedule)
     final_lr: float | None = None     # exponential, linear: the rate at the end (null: lr / 10;
                                       # linear may end at 0)
     newbob_start_halving: float = 0.01   # newbob: halve once the relative dev-loss gain is under
@@ -82,7 +83,7 @@ class TrainConfig(Section):
     min_lr: float = 1.0e-5
     checkpoint_every_blocks: int = 0  # 0: checkpoints only at epoch ends
     final_epoch: str = "last"         # last | best_dev_acc: each model file from the epoch of
-                                      # its best dev frame accuracy (emasr.nnet.selection)
+                                      # its best dev frame accuracy (emasr.nnet.training.selection)
     init_seed: int = 1
     precision: str = "fp32"           # fp32 | bf16 (autocast, fp32 master weights)
     tf32: bool = False                # CUDA: TF32 tensor-core matmuls for fp32
@@ -91,7 +92,7 @@ class TrainConfig(Section):
     compile_mode: str = "default"     # compile: default | reduce-overhead (CUDA graphs)
     init_model: str | None = None     # a warm start: a model file (final.pt, ema.pt) or an
                                       # epoch-end checkpoint dir; the run trains the epochs
-                                      # after the ones it trained (emasr.nnet.warm_start)
+                                      # after the ones it trained (emasr.nnet.training.warm_start)
     init_model_epochs: int | None = None   # the epochs init_model trained, for a file that
                                       # does not record them
 

@@ -3,9 +3,9 @@ optimizers over parameters stacked as [K, ...] tensors, each worker's state in a
 layout.
 
 A worker may sit out a step: at an epoch's end a shorter shard has run out of minibatches while
-the others train theirs (emasr.nnet.trainer). A real worker then takes no step at all, so neither
-its parameters nor its optimizer state may change, whatever the others do. Two layouts, chosen by
-what the optimizer keeps (`counts_steps`):
+the others train theirs (emasr.nnet.trainer.blocks). A real worker then takes no step at all, so
+neither its parameters nor its optimizer state may change, whatever the others do. Two layouts,
+chosen by what the optimizer keeps (`counts_steps`):
 
 - `StackedOptimizer`: one optimizer over the stacked tensors, for optimizers whose state is kept
   element by element (SGD's momentum buffer): it is K optimizers at once, a worker's state its

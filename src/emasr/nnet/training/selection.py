@@ -9,7 +9,7 @@
   convergence). The epoch-end checkpoints hold every model's state, so nothing is retrained.
 
 The dev frame accuracies are the epoch records of `<exp>/metrics.jsonl` (`dev_acc`,
-`dev_acc_<name>`, read by emasr.nnet.metrics); the epoch each file is from is in the file
+`dev_acc_<name>`, read by emasr.nnet.training.metrics); the epoch each file is from is in the file
 (`epoch`) and the training log.
 """
 from __future__ import annotations

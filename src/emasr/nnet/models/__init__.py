@@ -7,7 +7,7 @@ frame t - d.
 
 ARCHITECTURES is the one registry: an architecture is its module (or class here) plus one entry,
 and the entry carries its `model` section (a Section dataclass whose fields are the model's
-arguments), its input mode (emasr.nnet.input_modes), what the config check asks of the other
+arguments), its input mode (emasr.nnet.models.input_modes), what the config check asks of the other
 sections, and the report's label.
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Callable
 import torch
 from torch import nn
 
-from emasr.nnet import tdnn
-from emasr.nnet.input_modes import INPUT_MODES, InputMode
+from emasr.nnet.models import tdnn
+from emasr.nnet.models.input_modes import INPUT_MODES, InputMode
 from emasr.nnet.sections import ConfigError, Section
 
 ACTIVATIONS = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh}
@@ -117,7 +117,7 @@ class Architecture:
     label: str                 # how the report names it
     config: type               # its `model` section (its fields but `type` are the arguments)
     module: Callable           # (input_dim, num_pdfs, **arguments) -> nn.Module
-    input_mode: str            # emasr.nnet.input_modes
+    input_mode: str            # emasr.nnet.models.input_modes
     check: Callable | None = None   # (config) -> None, or a ConfigError
 
     @property

@@ -14,9 +14,10 @@ Each EMA's decay per sync and half-life in syncs and epochs are here too: at N =
 a fixed number of frames is a few syncs.
 
 Every worker trains every minibatch of its shard each epoch (the last block of an epoch is as
-long as the longest shard's remainder: emasr.nnet.trainer), so an epoch trains all its frames at
-any number of workers: `frames_trained_per_epoch` is the data's frames and `frames_trained_total`
-adds up the run's epochs, a warm start's (emasr.nnet.warm_start; `init_model`) included, which is
+long as the longest shard's remainder: emasr.nnet.trainer.blocks), so an epoch trains all its
+frames at any number of workers: `frames_trained_per_epoch` is the data's frames and `frames_trained_total`
+adds up the run's epochs, a warm start's (emasr.nnet.training.warm_start; `init_model`)
+included, which is
 what compares one run's data with another's.
 """
 from __future__ import annotations
@@ -60,7 +61,8 @@ def compute(config, workers: int, frames_per_epoch: int, emas: dict[str, float] 
     (all workers together); `emas`: EMA model name -> decay per sync; `syncs_per_epoch`: as the
     shards give them (the longest shard's minibatches over tau, its last block short; default:
     the epoch's frames over frames per sync, rounded up); `init`: the warm start's record
-    (emasr.nnet.warm_start.InitModel.record), whose epochs this run does not train again."""
+    (emasr.nnet.training.warm_start.InitModel.record), whose epochs this run does not train
+    again."""
     sync, train = config.sync, config.train
     per_batch = config.architecture.mode.minibatch_frames(config.data)
     per_sync = frames_per_sync(config, workers)
