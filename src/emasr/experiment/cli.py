@@ -33,7 +33,8 @@ def checked_spec(spec_path: str, sets):
 def experiment_cli() -> None:
     """An experiment as a typed spec file (conf/experiment/*.yaml): the architectures and their
     configs, the rows (sync rule x averaged model), worker counts, seeds, the tuning grid, epochs,
-    EMA half-lives and decoding. Paths in it are relative to the recipe's directory."""
+    EMA half-lives and decoding (docs/experiment.md). Paths in it are relative to the recipe's
+    directory."""
 
 
 @experiment_cli.command("validate")
