@@ -30,7 +30,7 @@ STEPS = {
     "steps/nnet/make_targets.sh": ["exp/ali", "data/train", "{dir}"],
     "steps/nnet/train.sh": ["exp/targets", "data/train", "data/dev", "{dir}"],
     "steps/nnet/decode.sh": ["exp/tree/graph", "data/test", "{dir}"],
-    "steps/nnet/experiment.sh": ["t", "a", "b", "c", "g", "m", "{dir}"],
+    "steps/nnet/experiment.sh": ["spec.yaml", "t", "a", "b", "c", "g", "m", "{dir}"],
     "utils/mkgraph.sh": ["data/lang", "exp/mono", "{dir}"],
     "utils/prepare_lang.sh": ["data/local/dict", "<UNK>", "data/local/lang", "{dir}"],
     "utils/prepare_lang_nnet.sh": ["data/lang", "{dir}"],

@@ -177,6 +177,19 @@ def test_aishell_requires_unpacking_the_tarballs(tmp_path):
     assert "speaker tarballs" in error_line(result) and "--extract true" in error_line(result)
 
 
+def planned_run(line: str) -> tuple[str, str, str, str]:
+    """A line of runs.list (emasr experiment plan --lines): the run's dir, rule, workers on each
+    node and its grid point's override ('' for none)."""
+    import shlex
+
+    fields = line.split("\t")
+    options = shlex.split(fields[2])
+    set_opts = options[options.index("--set-opts") + 1].split()
+    point = set_opts[-1] if set_opts[-1].startswith("train.lr=") else ""
+    return (fields[0], options[options.index("--strategy") + 1],
+            options[options.index("--num-workers") + 1], point)
+
+
 def test_a_worker_list_and_a_grid_train_each_strategy_at_each_count_and_point(tmp_path):
     # no targets yet: stage 8 lists its runs, then stops at the missing input
     recipe = recipe_copy(tmp_path, "aishell_sim")
@@ -185,14 +198,14 @@ def test_a_worker_list_and_a_grid_train_each_strategy_at_each_count_and_point(tm
                          "--strategies", "single single+ema ma bmuf+avg",
                          "--grid", "ma: train.lr=0.1,0.4"])
     assert result.returncode == 1 and "expected file exp/nnet/targets" in result.stdout + result.stderr
-    runs = [line.split() for line in (recipe / "exp/nnet/runs.list").read_text().splitlines()]
-    assert runs == [["exp/nnet/dnn_single_s1", "dnn", "single", "1", "1"],
-                    ["exp/nnet/dnn_ma_n2_s1_lr0.1", "dnn", "ma", "2", "1", "train.lr=0.1"],
-                    ["exp/nnet/dnn_ma_n2_s1_lr0.4", "dnn", "ma", "2", "1", "train.lr=0.4"],
-                    ["exp/nnet/dnn_ma_n4_s1_lr0.1", "dnn", "ma", "4", "1", "train.lr=0.1"],
-                    ["exp/nnet/dnn_ma_n4_s1_lr0.4", "dnn", "ma", "4", "1", "train.lr=0.4"],
-                    ["exp/nnet/dnn_bmuf_n2_s1", "dnn", "bmuf", "2", "1"],
-                    ["exp/nnet/dnn_bmuf_n4_s1", "dnn", "bmuf", "4", "1"]]
+    runs = [planned_run(line) for line in (recipe / "exp/nnet/runs.list").read_text().splitlines()]
+    assert runs == [("exp/nnet/dnn_single_s1", "single", "1", ""),
+                    ("exp/nnet/dnn_ma_n2_s1_lr0.1", "ma", "2", "train.lr=0.1"),
+                    ("exp/nnet/dnn_ma_n2_s1_lr0.4", "ma", "2", "train.lr=0.4"),
+                    ("exp/nnet/dnn_ma_n4_s1_lr0.1", "ma", "4", "train.lr=0.1"),
+                    ("exp/nnet/dnn_ma_n4_s1_lr0.4", "ma", "4", "train.lr=0.4"),
+                    ("exp/nnet/dnn_bmuf_n2_s1", "bmuf", "2", ""),
+                    ("exp/nnet/dnn_bmuf_n4_s1", "bmuf", "4", "")]
     # the first run asks for its EMA (single+ema) and nothing else
     train_sh = next(l for l in result.stdout.splitlines() if "running: steps/nnet/train.sh" in l)
     assert "average.ema_half_life_frames=1500" in train_sh
@@ -211,22 +224,22 @@ def test_a_grid_seed_searches_the_grid_and_the_other_seeds_train_its_choice(tmp_
               "--grid", "ma: train.lr=0.1,0.4", "--seeds", "1 2"]
     result = run_script([*stage8, "--grid-seed", "3"])
     assert result.returncode == 1
-    assert "--grid-seed '3': expected one of --seeds ('1 2')" in error_line(result)
+    assert "grid_seed: expected one of the seeds [1, 2], got 3" in error_line(result)
     result = run_script([*stage8, "--grid-seed", "1"])
     # no targets yet: stage 8 lists its runs, then stops at the missing input
     assert result.returncode == 1 and "expected file exp/nnet/targets" in result.stdout + result.stderr
     assert "exp/nnet/dnn_ma_n2_s1*: the grid point chosen on dev for the other seeds: _lr0.4" \
-        in result.stdout
-    runs = [line.split() for line in (nnet / "runs.list").read_text().splitlines()]
-    assert runs == [["exp/nnet/dnn_single_s1", "dnn", "single", "1", "1"],
-                    ["exp/nnet/dnn_single_s2", "dnn", "single", "1", "2"],
-                    ["exp/nnet/dnn_ma_n2_s1_lr0.1", "dnn", "ma", "2", "1", "train.lr=0.1"],
-                    ["exp/nnet/dnn_ma_n2_s1_lr0.4", "dnn", "ma", "2", "1", "train.lr=0.4"],
-                    ["exp/nnet/dnn_ma_n2_s2_lr0.4", "dnn", "ma", "2", "2", "train.lr=0.4"]]
+        in result.stderr
+    runs = [planned_run(line) for line in (nnet / "runs.list").read_text().splitlines()]
+    assert runs == [("exp/nnet/dnn_single_s1", "single", "1", ""),
+                    ("exp/nnet/dnn_single_s2", "single", "1", ""),
+                    ("exp/nnet/dnn_ma_n2_s1_lr0.1", "ma", "2", "train.lr=0.1"),
+                    ("exp/nnet/dnn_ma_n2_s1_lr0.4", "ma", "2", "train.lr=0.4"),
+                    ("exp/nnet/dnn_ma_n2_s2_lr0.4", "ma", "2", "train.lr=0.4")]
     # until the grid seed's grid is trained, the other seeds' point is unknown: not listed
     shutil.rmtree(nnet / "dnn_ma_n2_s1_lr0.1")
     result = run_script([*stage8, "--grid-seed", "1"])
-    runs = [line.split()[0] for line in (nnet / "runs.list").read_text().splitlines()]
+    runs = [line.split("\t")[0] for line in (nnet / "runs.list").read_text().splitlines()]
     assert runs == ["exp/nnet/dnn_single_s1", "exp/nnet/dnn_single_s2",
                     "exp/nnet/dnn_ma_n2_s1_lr0.1", "exp/nnet/dnn_ma_n2_s1_lr0.4"]
 
@@ -239,8 +252,8 @@ def test_per_arch_options_and_the_network_dir_reach_the_runs(tmp_path):
                          "--nnet-dir", "exp/nnet_paper", "--dnn-opts", "model.hidden_layers=8",
                          "--lstm-opts", "model.num_layers=3"])
     assert result.returncode == 1 and "expected file exp/nnet/targets" in result.stdout + result.stderr
-    runs = (recipe / "exp/nnet_paper/runs.list").read_text().split()
-    assert runs[:3] == ["exp/nnet_paper/dnn_single_s1", "dnn", "single"]
+    runs = (recipe / "exp/nnet_paper/runs.list").read_text().splitlines()
+    assert [line.split("\t")[0] for line in runs] == ["exp/nnet_paper/dnn_single_s1"]
     assert not (recipe / "exp/nnet/runs.list").exists()
     set_opts = result.stdout.split("--set-opts ", 1)[1].split("\n", 1)[0]
     assert "model.hidden_layers=2" in set_opts and "model.num_layers=3" not in set_opts
@@ -253,7 +266,7 @@ def test_workers_per_process_and_nodes_reach_the_parallel_runs_and_divide_every_
               "--archs", "dnn"]
     result = run_script([*stage8, "--num-workers", "2 4", "--workers-per-process", "4"])
     assert result.returncode == 1
-    assert ("--workers-per-process '4': expected a number of workers that divides"
+    assert ("workers_per_process: 4 workers a process do not divide the 2 workers of workers[0]"
             in error_line(result))
     assert not (recipe / "exp/nnet/runs.list").exists()   # stopped before any work
     # no targets yet: the first run's train.sh command is logged, then it stops at the input
@@ -265,7 +278,7 @@ def test_workers_per_process_and_nodes_reach_the_parallel_runs_and_divide_every_
     # M nodes: N / M workers on each; one worker's run stays on one node
     result = run_script([*stage8, "--num-workers", "2 3", "--num-nodes", "2"])
     assert result.returncode == 1
-    assert "--num-nodes '2': expected a number of nodes that divides every" in error_line(result)
+    assert "nodes: 2 nodes do not divide workers[1] = 3" in error_line(result)
     result = run_script([*stage8, "--num-workers", "4", "--num-nodes", "2",
                          "--strategies", "single bmuf"])
     assert "--num-workers 1 --num-nodes 1 " in result.stdout

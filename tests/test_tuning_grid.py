@@ -65,13 +65,18 @@ def test_a_grid_of_a_rule_no_row_trains_is_refused():
 def test_experiment_driver_refuses_a_bad_grid_before_any_run(tmp_path):
     from conftest import REPO, run_script
 
-    for grid in ("ma: train.lr=0.1,0.10", "bmuf: train.lr=0.1", "ma: sync.block_momentum=0.5"):
-        result = run_script([str(REPO / "steps/nnet/experiment.sh"), "--strategies", "single ma",
-                             "--grid", grid, "t", "a", "b", "c", "g", "m", str(tmp_path / "nnet")],
-                            cwd=tmp_path)
+    (tmp_path / "dnn.yaml").write_text("model: {type: dnn}\n")
+    for grid, where in (("ma: train.lr=0.1,0.10", "grid.ma[0]: grid entry 'ma: train.lr=0.1,"),
+                        ("bmuf: train.lr=0.1", "grid.bmuf: no row trains bmuf"),
+                        ("ma: sync.block_momentum=0.5", "grid.ma[0]: grid entry 'ma: sync.")):
+        (tmp_path / "spec.yaml").write_text(
+            "archs: {dnn: {config: dnn.yaml}}\nrows: [single, ma]\n"
+            f"grid: '{grid}'\n")   # the grid's text, as --grid gives it
+        result = run_script([str(REPO / "steps/nnet/experiment.sh"), "spec.yaml", "t", "a", "b",
+                             "c", "g", "m", str(tmp_path / "nnet")], cwd=tmp_path)
         assert result.returncode == 1
         errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
-        assert len(errors) == 1 and errors[0].startswith(f"Error: --grid: grid entry '{grid}'"), \
+        assert len(errors) == 1 and errors[0].startswith(f"Error: spec.yaml: {where}"), \
             result.stderr
         assert not (tmp_path / "nnet").exists()
 

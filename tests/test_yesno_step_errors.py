@@ -79,13 +79,17 @@ def test_a_failed_decode_leaves_no_earlier_lattice_or_score(recipe, tmp_path):
 
 def experiment(recipe, nnet_dir: str, stage: int, stop_stage: int):
     """The experiment driver as the yesno recipe runs it, on a run dir of the test's own."""
+    spec = run_script([
+        "emasr", "experiment", "show", "--out", f"{nnet_dir}/experiment.yaml",
+        "conf/experiment.yaml", "--set", "epochs=2",
+        "--set", "archs.dnn.overrides=model.hidden_layers=2 model.hidden_dim=128 "
+        "data.minibatch_frames=64", "--set", "decode.opts=--acwt 0.3 --beam 13 --lattice-beam 6",
+        "--set", "decode.scoring_opts=--min-lmwt 1 --max-lmwt 17 --cer true",
+        "--set", f"results={nnet_dir}/RESULTS.md"], cwd=recipe)
+    assert spec.returncode == 0, spec.stderr
     return run_script([
         "steps/nnet/experiment.sh", "--stage", str(stage), "--stop-stage", str(stop_stage),
-        "--archs", "dnn", "--strategies", "single", "--seeds", "1", "--epochs", "2",
-        "--arch-opts", "dnn: model.hidden_layers=2 model.hidden_dim=128 data.minibatch_frames=64",
-        "--nnet-decode-opts", "--acwt 0.3 --beam 13 --lattice-beam 6",
-        "--nnet-scoring-opts", "--min-lmwt 1 --max-lmwt 17 --cer true", "--nj", "1",
-        "--results", f"{nnet_dir}/RESULTS.md", "exp/dnn/targets", "data/train_yesno",
+        "--nj", "1", f"{nnet_dir}/experiment.yaml", "exp/dnn/targets", "data/train_yesno",
         "data/train_yesno", "data/test_yesno", "exp/mono0a/graph_tgpr",
         "exp/mono0a_ali/final.mdl", nnet_dir], cwd=recipe, env=ONE_THREAD)
 

@@ -27,39 +27,34 @@ cmvn_per_utt=       # true: CMVN (and all else keyed by speaker) per utterance, 
                     # mean), false for a real corpus (one AISHELL-1 speaker, one session).
 lm_text=            # unsegmented LM text, file or dir of *.txt (default: <corpus-dir>/lm_text)
 nj=                 # parallel jobs for features, GMMs and decoding (default: per profile)
-num_workers=        # training workers of ma/bmuf runs, a list: "2 4 8" trains each at every N;
-                    # single runs use 1 (default: per profile)
-workers_per_process=1  # K: the ma/bmuf runs' workers, K to a process, trained as one batched
-                    # computation (dist.workers_per_process; N / K processes; K divides every N)
-num_nodes=1         # M: the ma/bmuf runs on M nodes, N / M workers on each, one job through
-                    # cuda_cmd (steps/nnet/train.sh --num-nodes; slurm.pl: sbatch --nodes M)
-archs="dnn lstm"
-# the table's rows: a sync rule (emasr.nnet.sync.RULES: single, ma, bmuf, diloco), optionally +<averaged model> (ema: the paper's
-# EMA; ema-warm: each EMA started after BMUF's warm-up; avg: cumulative average; lastk: average
-# of the last k epochs), decoded from the same run
-# (default: per profile; ma+avg and ma+lastk are left out to keep the decoding within its time)
-strategies=
-seeds=              # network seeds, e.g. "1 2 3" (default: per profile)
-grid=               # settings searched on dev per rule, the best on dev frame accuracy reported
-                    # (emasr tuning-grid), e.g. "ma: train.lr=0.1,0.4,0.8" (default: no grid)
-grid_seed=          # search the grid on this seed only; the other seeds train the point it chose
-epochs=             # network epochs (default: per profile)
-block_size=         # tau: minibatches between syncs (default: per profile)
-warm_start_epochs=  # k: the ma/bmuf runs start from the single run's model after epoch k and
-                    # train the epochs after it (needs the row single; steps/nnet/experiment.sh)
-ema_half_life_frames=  # EMA half-life in training frames, or a list "30000,90000": one EMA each,
-                    # every one decoded, the report's +ema row the best on dev (default: per profile)
-avg_start=          # +avg: the cumulative average starts at this fraction of the run (default 0.5)
-last_k=             # +lastk: epochs averaged (default: per profile)
-ma_lr_times_workers=true  # MA workers at N x the learning rate (Kaldi's rule); false: 1 x
-nnet_opts=          # extra config overrides for every network, e.g. "model.dropout=0.1"
-dnn_opts=           # extra config overrides of the DNN runs / the LSTM runs, after the profile's
-lstm_opts=          # (e.g. "model.hidden_layers=8"; workers/run.sh: the paper's deep models)
+# The experiment (stages 8-10) is a spec, conf/experiment/<profile>.yaml (`emasr experiment`);
+# each option below, when given, overrides its key (`--set key=value`; the key in brackets)
+spec=               # the experiment spec (default: conf/experiment/<profile>.yaml)
+spec_opts=          # more of its keys, "key=value ...", e.g. "epoch_choice=best_dev_acc"
+num_workers=        # [workers] the parallel rules' worker counts, a list: "2 4 8"
+workers_per_process=  # [workers_per_process] K: workers trained as one batched computation
+num_nodes=          # [nodes] M: the parallel runs on M nodes (steps/nnet/train.sh --num-nodes)
+archs=              # [archs] the spec's architectures to train, e.g. "dnn"
+strategies=         # [rows] the table's rows: a sync rule (emasr.nnet.sync.RULES), optionally
+                    # +<averaged model> (emasr.nnet.averages.AVERAGED_MODELS), one run per rule
+seeds=              # [seeds] network seeds, e.g. "1 2 3"
+grid=               # [grid] settings searched on dev per rule, e.g. "ma: train.lr=0.1,0.4,0.8"
+grid_seed=          # [grid_seed] search the grid on this seed only
+epochs=             # [epochs] network epochs
+block_size=         # [block_size] tau: minibatches between syncs
+warm_start_epochs=  # [warm_start_epochs] k: the parallel runs start from the one-worker run
+                    # after epoch k
+ema_half_life_frames=  # [averages.ema] EMA half-life in frames, or a list "30000,90000"
+avg_start=          # [averages.avg] +avg: the cumulative average's start (fraction of the run)
+last_k=             # [averages.lastk] +lastk: epochs averaged
+ma_lr_times_workers=true  # false: [rule_overrides.ma] MA workers at 1 x the learning rate
+nnet_opts=          # [overrides] config overrides of every network, e.g. "model.dropout=0.1"
+dnn_opts=           # [archs.dnn.overrides] more overrides of the DNN runs / the LSTM runs
+lstm_opts=          # [archs.lstm.overrides] (e.g. "model.hidden_layers=8")
+controls_decoded_at=  # [decode.controls_at] worker counts whose control rows are decoded
+nnet_train_opts=    # [train_opts] extra options of steps/nnet/train.sh, e.g. multi-node
+                    # torchrun: "--torchrun-opts '--nnodes 2 --rdzv-endpoint h1:29400'"
 nnet_dir=exp/nnet   # where the network runs go (the targets stay in exp/nnet/targets)
-controls_decoded_at=  # worker counts whose +avg and +lastk rows are decoded (1: the single
-                    # worker's); the others get their dev frame accuracy only (default: all)
-nnet_train_opts=    # extra options of steps/nnet/train.sh, e.g. multi-node torchrun:
-                    # "--torchrun-opts '--nnodes 2 --rdzv-backend c10d --rdzv-endpoint h1:29400'"
 gmm_systems=        # the GMM ladder, a prefix of "mono tri1 tri2 tri3" (tri1: deltas, tri2:
                     # LDA+MLLT, tri3: SAT with per-speaker fMLLR), each trained on the one before;
                     # the last one's alignments make the network targets (default: per profile)
@@ -81,11 +76,12 @@ num_leaves=
 tri_totgauss=
 gmm_decode_opts=    # steps/decode.sh beams (default: per profile; Kaldi's 13/8 on large)
 gmm_decode_sets="dev test"  # the sets the GMMs decode ("": only the graphs the networks need)
-nnet_decode_opts=   # steps/nnet/decode.sh beams and --acwt (default: per profile)
-gmm_scoring_opts=   # local/score.sh for the GMMs and for the networks: LM weights and insertion
-nnet_scoring_opts=  # penalties (default: per profile). Each system's setting is chosen on dev.
-results=RESULTS.md  # the report (plots go to plots/ beside it)
-title=              # the report's title (default: "Results: <profile> profile")
+gmm_scoring_opts=   # local/score.sh for the GMMs: LM weights and insertion penalties (default:
+                    # per profile). Each system's setting is chosen on dev.
+nnet_decode_opts=   # [decode.opts] steps/nnet/decode.sh beams and --acwt
+nnet_scoring_opts=  # [decode.scoring_opts] local/score.sh for the networks
+results=RESULTS.md  # [results] the report (plots/ and counts/ beside it)
+title=              # [title] the report's title
 report_note=        # a line added to the report's notes (e.g. the wall times of a run in pieces)
 workdir=            # where data/ exp/ and the recipe links are (default: this script's directory;
                     # egs/aishell/run.sh runs these stages in its own directory)
@@ -96,39 +92,27 @@ The paper's experiment on a simulated AISHELL-1 corpus, in stages (see the top o
   0 simulate corpus   1 data prep      2 dict, lang, LM, lang_test   3 features and CMVN
   4 monophone         5 triphone and alignments   6 graphs and GMM decoding
   7 the networks' tree and targets
-  8 network training (arch x strategy x seed)   9 network decoding (global and EMA model)
+  8 network training (the spec's runs)   9 network decoding (global and averaged models)
   10 report (RESULTS.md and plots/)
 Options:
   --stage N --stop-stage M      run stages N..M (default $stage..$stop_stage)
   --profile tiny|small|large    corpus size and model sizes (default $profile)
   --nj N                        parallel jobs (tiny/small: 2, large: 16)
-  --num-workers 'N ...'         workers of the MA and BMUF runs, each N in the list (tiny: 2,
-                                small: 8, large: 8)
-  --workers-per-process K       the MA and BMUF runs' workers K to a process, batched (virtual
-                                workers, docs/training.md; K must divide each N; default 1)
-  --num-nodes M                 the MA and BMUF runs on M nodes, N / M workers on each, one job
-                                of M nodes through cuda_cmd (docs/recipe.md; default 1)
-  --archs 'dnn lstm'            network architectures
-  --strategies 'single single+ema ... bmuf+lastk'   the table's rows (default: per profile)
-                                single = 1 worker; X+ema, X+avg, X+lastk decode the EMA, the
-                                cumulative average, the last-k-epochs average of run X
-  --avg-start F --last-k K      the averaging controls (default 0.5; per profile)
-  --controls-decoded-at 'N ...' decode +avg and +lastk rows only at these worker counts (1: the
-                                single worker); the others report dev frame accuracy only
-  --ma-lr-times-workers true|false  MA at N x the learning rate (default true)
-  --seeds '1 2 3'               seeds of every network run (default 1)
-  --grid 'ma: train.lr=0.1,0.4; bmuf: sync.block_momentum=0.875,0.75'   settings searched on
-                                dev per rule, the best on dev frame accuracy is reported
-  --grid-seed S                 search the grid on seed S only; the other --seeds train the
-                                point chosen on S's dev frame accuracy
-  --epochs N --block-size TAU --nnet-opts 'key=value ...'
-  --warm-start-epochs K         the MA and BMUF runs start from the single run's model after
-                                epoch K and train the epochs after it (needs the row single)
-  --ema-half-life-frames 'F[,F...]'  the EMA's half-life; a list keeps one EMA each, all decoded,
-                                the +ema row the one best on dev
-  --dnn-opts '...' --lstm-opts '...'  config overrides of one architecture, after the profile's
+  --spec FILE                   the experiment of stages 8-10 (default
+                                conf/experiment/<profile>.yaml; emasr experiment --help)
+  --spec-opts 'key=value ...'   any of its keys, e.g. 'epoch_choice=best_dev_acc seeds=[1,2]'
+  The spec's keys as options (given: they override the spec's):
+  --num-workers 'N ...' [workers]  --workers-per-process K  --num-nodes M [nodes]
+  --archs 'dnn' --strategies 'single single+ema ... bmuf+lastk' [rows]  --seeds '1 2 3'
+  --grid 'ma: train.lr=0.1,0.4; bmuf: sync.block_momentum=0.875,0.75'  --grid-seed S
+  --epochs N --block-size TAU --warm-start-epochs K
+  --ema-half-life-frames 'F[,F...]' --avg-start F --last-k K [averages.ema/avg/lastk]
+  --ma-lr-times-workers false [rule_overrides.ma]  --nnet-opts '...' [overrides]
+  --dnn-opts '...' --lstm-opts '...' [archs.<arch>.overrides, appended]
+  --controls-decoded-at 'N ...' [decode.controls_at]  --nnet-train-opts '...' [train_opts]
+  --nnet-decode-opts '...' --nnet-scoring-opts '...' [decode.opts, decode.scoring_opts]
+  --results FILE --title TEXT   the report (default $results) and its title
   --nnet-dir DIR                where the network runs go (default $nnet_dir)
-  --nnet-train-opts '...'       extra options of steps/nnet/train.sh (e.g. --torchrun-opts)
   --corpus-dir DIR --simulate true|false --lm-text FILE   use an existing corpus
   --cmvn-per-utt true|false     CMVN per utterance instead of per speaker (default: = --simulate)
   --mono-subset N --mono-totgauss N --num-leaves N --tri-totgauss N   GMM sizes (every
@@ -142,12 +126,9 @@ Options:
                                 per phone possible, as the networks' topology)
   --nnet-tree-leaves N          the networks' own tree of N leaves at 30 ms (default: as many as
                                 --num-leaves; 0: they share the last GMM's tree, skip only)
-  --gmm-decode-opts '--beam 11 --lattice-beam 5'  --nnet-decode-opts '...'
+  --gmm-decode-opts '--beam 11 --lattice-beam 5'
   --gmm-decode-sets 'dev test'  the sets the GMMs decode ('': only the graph the networks use)
   --gmm-scoring-opts '--min-lmwt 7 --max-lmwt 17 --word-ins-penalty 0.0,0.5,1.0'
-  --nnet-scoring-opts '--min-lmwt 1 --max-lmwt 4 --lmwt-step 0.1 ...'  local/score.sh options; the
-                                report picks each system's LM weight and penalty on dev, for test
-  --results FILE --title TEXT   report file (default $results) and its title
   --report-note TEXT            a line added to the report's notes
   --workdir DIR                 run in DIR (needs conf/ steps/ utils/ local/ cmd.sh path.sh there)
 Jobs run through cmd.sh (run.pl here; queue.pl or slurm.pl on a cluster)."
@@ -178,36 +159,17 @@ check_stage_range
 # -- profile defaults (an option given on the command line wins) ---------------------------------
 case "$profile" in
   tiny)
-    : "${nj:=2}" "${num_workers:=2}" "${seeds:=1}" "${epochs:=12}" "${block_size:=4}"
-    # every kind of row once, the single worker's controls left to the larger profiles (CI time)
-    : "${strategies:=single single+ema ma ma+ema bmuf bmuf+ema bmuf+avg bmuf+lastk}"
-    : "${ema_half_life_frames:=1500}" "${last_k:=4}" "${mono_totgauss:=300}" "${num_leaves:=200}"
+    : "${nj:=2}" "${mono_totgauss:=300}" "${num_leaves:=200}"
     : "${tri_totgauss:=1200}" "${mono_subset:=0}" "${gmm_systems:=mono tri1}"
     mono_opts="--num-iters 20"
     targets_opts="--max-lost 0.05"   # 230 utterances: a dozen unaligned is already 5%
-    # Network frames are 30 ms (3 stacked): a larger acoustic scale than the GMMs' 0.1 keeps the
-    # LM and transitions from outweighing the acoustics (at 0.1 most errors were deletions).
     : "${gmm_decode_opts:=--beam 9 --lattice-beam 3}"
-    : "${nnet_decode_opts:=--acwt 0.5 --beam 10 --lattice-beam 4}"
     # GMMs: LM weights up to Kaldi's 17, Kaldi's three penalties (with per-utterance CMVN the
     # tiny tri1 needed LM weight 14: cut at 12 it lost to mono)
     : "${gmm_scoring_opts:=--min-lmwt 1 --max-lmwt 17 --word-ins-penalty 0.0,0.5,1.0}"
-    # networks (acoustic scale 0.5, best near LM weight 2): steps of 0.1, so the chosen weight's
-    # neighbours are within 10% of its acoustic scale from 1.0 up
-    : "${nnet_scoring_opts:=--min-lmwt 0.5 --max-lmwt 4 --lmwt-step 0.1 --word-ins-penalty 0.0,0.5}"
-    # conf/nnet/dnn.yaml's stabilizers (layer norm, variance-normalized input, momentum 0.5)
-    # were found here: without them the DNN diverged at lr 0.1, and at momentum 0.9 so did BMUF
-    profile_dnn_opts="model.hidden_layers=2 model.hidden_dim=256 data.minibatch_frames=128"
-    # the LSTM needs many small updates: at 3 epochs of 16-chunk minibatches it barely left
-    # chance (dev CER 98%); 4-chunk minibatches, lr 0.1 and 12 epochs (with the gradient clipping
-    # of conf/nnet/lstm.yaml) brought every strategy under the GMMs on dev (measured)
-    profile_lstm_opts="model.num_layers=1 model.hidden_size=256 model.proj_size=128 train.lr=0.1 data.chunks_per_minibatch=4"
     ;;
   small)
-    # the paper's 8 workers: on 2 cores they train in about the time of 2 (worker processes
-    # share the cores)
-    : "${nj:=2}" "${num_workers:=8}" "${seeds:=1}" "${epochs:=3}" "${block_size:=16}"
-    : "${ema_half_life_frames:=90000}" "${last_k:=2}" "${mono_totgauss:=1000}" "${num_leaves:=1200}"
+    : "${nj:=2}" "${mono_totgauss:=1000}" "${num_leaves:=1200}"
     : "${tri_totgauss:=10000}" "${mono_subset:=2000}"
     # tri3 (SAT) is left to ladder/run.sh: its training, fMLLR alignment and two-pass decodes
     # (about 35 min on 2 cores) do not fit the 90 minutes with the networks (docs/gmm.md)
@@ -215,35 +177,19 @@ case "$profile" in
     mono_opts=
     targets_opts=
     : "${gmm_decode_opts:=--beam 11 --lattice-beam 5}"
-    # Kaldi's beam 13 with max-active 1500, about twice as fast as 7000 for 0.6 CER points on
-    # the whole dev set with the BMUF DNN (docs/decoding.md)
-    : "${nnet_decode_opts:=--acwt 0.5 --beam 13 --lattice-beam 5 --max-active 1500}"
     : "${gmm_scoring_opts:=--min-lmwt 1 --max-lmwt 17 --word-ins-penalty 0.0,0.5}"
-    : "${nnet_scoring_opts:=--min-lmwt 0.5 --max-lmwt 4 --lmwt-step 0.1 --word-ins-penalty 0.0,0.5}"
-    # sized so that six trainings fit the 90 minutes of the whole recipe on 2 cores (estimated
-    # from the tiny profile's frames per second)
-    profile_dnn_opts="model.hidden_layers=3 model.hidden_dim=512"
-    profile_lstm_opts="model.num_layers=1 model.hidden_size=256 model.proj_size=128 train.lr=0.1 data.chunks_per_minibatch=8"
     ;;
   large)
-    : "${nj:=16}" "${num_workers:=8}" "${seeds:=1}" "${epochs:=10}" "${block_size:=16}"
-    : "${ema_half_life_frames:=1000000}" "${last_k:=3}" "${mono_totgauss:=2000}" "${num_leaves:=3000}"
+    : "${nj:=16}" "${mono_totgauss:=2000}" "${num_leaves:=3000}"
     : "${tri_totgauss:=40000}" "${mono_subset:=10000}" "${gmm_systems:=mono tri1 tri2 tri3}"
     mono_opts=
     targets_opts=
-    : "${gmm_decode_opts:=--beam 13 --lattice-beam 8}" "${nnet_decode_opts:=--beam 13 --lattice-beam 8}"
+    : "${gmm_decode_opts:=--beam 13 --lattice-beam 8}"
     : "${gmm_scoring_opts:=--min-lmwt 7 --max-lmwt 17 --word-ins-penalty 0.0,0.5,1.0}"
-    : "${nnet_scoring_opts:=--min-lmwt 5 --max-lmwt 17 --lmwt-step 0.5 --word-ins-penalty 0.0,0.5,1.0}"
-    profile_dnn_opts=    # conf/nnet/dnn.yaml as it is (6 x 1024)
-    profile_lstm_opts=   # conf/nnet/lstm.yaml as it is (3 x 1024, projection 256)
     ;;
   *) die "--profile must be tiny, small or large, not '$profile'" ;;
 esac
-: "${lm_text:=$corpus_dir/lm_text}" "${avg_start:=0.5}"
-: "${strategies:=single single+ema single+avg single+lastk ma ma+ema bmuf bmuf+ema bmuf+avg bmuf+lastk}"
-# the rows' names come from the registries of sync rules and averaged models: check them now,
-# not after the training
-emasr report --select --strategies "$strategies" > /dev/null
+: "${lm_text:=$corpus_dir/lm_text}" "${spec:=conf/experiment/$profile.yaml}"
 : "${cmvn_per_utt:=$simulate}"
 case " $gmm_systems " in *" tri3 "*)
   # one-utterance pseudo-speakers are too short for Kaldi's full transforms (docs/gmm.md)
@@ -263,14 +209,6 @@ case "$gmm_topology" in
   skip) : "${nnet_tree_leaves:=0}" ;;
   *) die "--gmm-topology '$gmm_topology': expected kaldi or skip" ;;
 esac
-for n in $num_workers; do   # every N on M nodes in processes of K workers, checked before any work
-  [[ $num_nodes =~ ^[1-9][0-9]*$ ]] && [ $((n % num_nodes)) -eq 0 ] || \
-    die "--num-nodes '$num_nodes': expected a number of nodes that divides every" \
-          "--num-workers ('$num_workers')"
-  [[ $workers_per_process =~ ^[1-9][0-9]*$ ]] && [ $((n / num_nodes % workers_per_process)) -eq 0 ] || \
-    die "--workers-per-process '$workers_per_process': expected a number of workers that" \
-          "divides every --num-workers ('$num_workers') on each of --num-nodes $num_nodes"
-done
 [[ $nnet_tree_leaves =~ ^[0-9]+$ ]] || \
   die "--nnet-tree-leaves '$nnet_tree_leaves': expected a number of leaves (0: none)"
 if [ "$gmm_topology" = kaldi ] && [ "$nnet_tree_leaves" -le 0 ]; then
@@ -316,7 +254,7 @@ stage_times() {
   echo "${out:-none} (stages 0-7 total $total s)"
 }
 
-log "profile $profile: nj $nj, $num_workers workers, seeds '$seeds', epochs $epochs"
+log "profile $profile: nj $nj, the experiment $spec"
 
 if stage_on 0 && begin_stage 0 "corpus in $corpus_dir"; then
   if [ "$simulate" = true ]; then
@@ -459,13 +397,53 @@ if stage_on 7 && begin_stage 7 "network targets from the $nnet_gmm alignments"; 
   end_stage 7
 fi
 
-# -- stages 8-10: the experiment driver (steps/nnet/experiment.sh), shared by every corpus ---------
+# -- stages 8-10: the experiment (its spec; steps/nnet/experiment.sh, shared by every corpus) -----
+spec_sets() {
+  # the experiment options given on the command line, as `--set key=value` of the spec
+  local arch opts
+  sets=()
+  set_key() { [ -z "$2" ] || sets+=(--set "$1=$2"); }
+  for arch in dnn lstm; do   # (before --archs: an architecture left out takes its options along)
+    opts=${arch}_opts
+    set_key "archs.$arch.overrides+" "${!opts}"
+  done
+  set_key archs "$archs"
+  set_key rows "$strategies"
+  set_key workers "$num_workers"
+  set_key workers_per_process "$workers_per_process"
+  set_key nodes "$num_nodes"
+  set_key seeds "$seeds"
+  set_key grid "$grid"
+  set_key grid_seed "$grid_seed"
+  set_key epochs "$epochs"
+  set_key block_size "$block_size"
+  set_key warm_start_epochs "$warm_start_epochs"
+  set_key averages.ema "$ema_half_life_frames"
+  set_key averages.avg "$avg_start"
+  set_key averages.lastk "$last_k"
+  set_key overrides+ "$nnet_opts"
+  [ "$ma_lr_times_workers" = true ] || sets+=(--set "rule_overrides.ma=[]")
+  set_key train_opts "$nnet_train_opts"
+  set_key decode.opts "$nnet_decode_opts"
+  set_key decode.scoring_opts "$nnet_scoring_opts"
+  set_key decode.controls_at "$controls_decoded_at"
+  set_key results "$results"
+  set_key title "$title"
+  for opts in $spec_opts; do sets+=(--set "$opts"); done
+}
+
 if stage_on 8 || stage_on 9 || stage_on 10; then
   first=$(( stage > 8 ? stage - 7 : 1 )) last=$(( stop_stage < 10 ? stop_stage - 7 : 3 ))
+  spec_sets
+  mkdir -p "$(dirname "$nnet_dir")"
+  # the spec as this run resolved it (its options over $spec); experiment.sh keeps its copy in
+  # the network dir, <nnet-dir>/experiment.yaml
+  run emasr experiment show --out "$nnet_dir.spec.yaml" ${sets[@]+"${sets[@]}"} "$spec"
+  shown() { emasr experiment show --key "$1" "$nnet_dir.spec.yaml"; }
   notes=$nnet_dir.notes
-  mkdir -p "$(dirname "$notes")"
   {
-    echo "command: \`$start_command\` (profile $profile, $num_workers workers, seeds $seeds)"
+    echo "command: \`$start_command\` (profile $profile, $(shown workers) workers, seeds" \
+      "$(shown seeds))"
     if [ "$simulate" = true ]; then
       echo "corpus: simulated by local/simulate_corpus.py (seed $corpus_seed): it stands in for" \
         "AISHELL-1 to exercise the pipeline, not for real acoustics, and these models are not" \
@@ -480,25 +458,9 @@ if stage_on 8 || stage_on 9 || stage_on 10; then
   } > "$notes"
   gmm_dirs=
   for sys in $gmm_systems; do gmm_dirs="$gmm_dirs exp/$sys"; done
-  averaging="ema=$ema_half_life_frames avg=$avg_start lastk=$last_k"
-  arch_opts=
-  for arch in $archs; do
-    profile_opts_var=profile_${arch}_opts opts_var=${arch}_opts
-    arch_opts="$arch_opts${arch_opts:+; }$arch: ${!profile_opts_var:-} ${!opts_var:-}"
-  done
-  run steps/nnet/experiment.sh --stage "$first" --stop-stage "$last" --archs "$archs" \
-    --strategies "$strategies" --num-workers "$num_workers" \
-    --workers-per-process "$workers_per_process" --num-nodes "$num_nodes" --seeds "$seeds" \
-    --grid "$grid" --grid-seed "$grid_seed" \
-    --epochs "$epochs" --block-size "$block_size" --averaging "$averaging" \
-    --warm-start-epochs "$warm_start_epochs" \
-    --ma-lr-times-workers "$ma_lr_times_workers" --nnet-opts "$nnet_opts" \
-    --arch-opts "$arch_opts" --controls-decoded-at "$controls_decoded_at" \
-    --nnet-train-opts "$nnet_train_opts" --nnet-decode-opts "$nnet_decode_opts" \
-    --nnet-scoring-opts "$nnet_scoring_opts" --nj "$nj" --train-cmd "$train_cmd" \
-    --decode-cmd "$decode_cmd" --cuda-cmd "$cuda_cmd" --results "$results" \
-    --title "${title:-Results: $profile profile}" --report-notes "$notes" \
-    --report-dirs "$gmm_dirs" \
+  run steps/nnet/experiment.sh --stage "$first" --stop-stage "$last" --nj "$nj" \
+    --train-cmd "$train_cmd" --decode-cmd "$decode_cmd" --cuda-cmd "$cuda_cmd" \
+    --report-notes "$notes" --report-dirs "$gmm_dirs" "$nnet_dir.spec.yaml" \
     exp/nnet/targets data/train_fbank data/dev_fbank data/test_fbank "$nnet_graph" \
     "$nnet_trans_mdl" "$nnet_dir"
 fi

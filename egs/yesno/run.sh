@@ -159,13 +159,14 @@ fi
 # worker's DNN trained, decoded and reported. yesno has no dev set: the training set stands in for
 # it (the frame accuracy that steers the learning rate, and the LM weight chosen for test).
 experiment() {
-  run steps/nnet/experiment.sh --stage "$1" --stop-stage "$2" --archs dnn \
-    --strategies single --seeds 1 --epochs "$nnet_epochs" --arch-opts "dnn: $nnet_opts" \
-    --nnet-decode-opts "$nnet_decode_opts" --nnet-scoring-opts "$scoring_opts --cer true" \
-    --nj "$nj" --train-cmd "$train_cmd" --decode-cmd "$decode_cmd" --cuda-cmd "$cuda_cmd" \
-    --title "Results: Kaldi's yesno" --report-dirs exp/mono0a \
-    exp/dnn/targets data/train_yesno data/train_yesno data/test_yesno exp/mono0a/graph_tgpr \
-    exp/mono0a_ali/final.mdl exp/nnet
+  # conf/experiment.yaml with this recipe's network options, stored beside the runs
+  run emasr experiment show --out exp/nnet.spec.yaml --set "epochs=$nnet_epochs" \
+    --set "archs.dnn.overrides=$nnet_opts" --set "decode.opts=$nnet_decode_opts" \
+    --set "decode.scoring_opts=$scoring_opts --cer true" conf/experiment.yaml
+  run steps/nnet/experiment.sh --stage "$1" --stop-stage "$2" --nj "$nj" \
+    --train-cmd "$train_cmd" --decode-cmd "$decode_cmd" --cuda-cmd "$cuda_cmd" \
+    --report-dirs exp/mono0a exp/nnet.spec.yaml exp/dnn/targets data/train_yesno \
+    data/train_yesno data/test_yesno exp/mono0a/graph_tgpr exp/mono0a_ali/final.mdl exp/nnet
 }
 
 if stage_on 6 && begin_stage 6 "DNN training (the experiment driver)"; then

@@ -94,10 +94,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     # -- nnet (training) --
     "train": ("emasr.nnet.cli:train_cli", "Train a network (one worker; torchrun runs N)."),
     "regime": ("emasr.nnet.cli:regime_cli", "The regime a training will run in (syncs, BMUF's data rule, EMA half-lives), before it."),
-    "averaging-opts": ("emasr.nnet.cli:averaging_opts_cli", "The config overrides that keep averaged models (ema=F, avg, lastk)."),
     "tuning-grid": ("emasr.nnet.config.tuning:tuning_grid_cli", "A sync rule's runs of a tuning grid searched on dev: directory suffix and overrides."),
     "nnet-forward": ("emasr.nnet.forward:nnet_forward_cli", "Network log-likelihoods for decoding."),
-    # -- report --
+    # -- experiment (the spec) and report --
+    "experiment": ("emasr.experiment.cli:experiment_cli", "An experiment spec: validate, show, plan its runs, list its decodes, report it."),
     "report": ("emasr.report.cli:report_cli", "RESULTS.md with the paper's table, intervals and plots from exp dirs."),
     "power": ("emasr.report.power:power_cli", "Seeds a verdict needs, planned from a report's committed counts."),
 }

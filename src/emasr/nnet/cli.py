@@ -156,24 +156,3 @@ def regime_cli(config_path, overrides, strategy, block_size, ema_decay, ema_half
                else regime.describe(planned))
     if regime.warning(planned):
         logger.warning("%s", regime.warning(planned))
-
-
-@click.command("averaging-opts")
-@click.argument("models", nargs=-1)
-def averaging_opts_cli(models) -> None:
-    """Print the config overrides that keep the averaged models MODELS, each NAME or NAME=VALUE
-    (ema=90000, ema=30000,90000, avg=0.5, lastk=2; a NAME alone takes the registry's default):
-    what a recipe passes to train.sh for the rows NAME asks for."""
-    from emasr.nnet.averages import AVERAGED_MODELS
-
-    overrides = []
-    for model in models:
-        name, _, value = model.partition("=")
-        if name not in AVERAGED_MODELS:
-            raise click.BadParameter(f"'{name}': expected one of {', '.join(AVERAGED_MODELS)}",
-                                     param_hint="MODELS")
-        try:
-            overrides.append(AVERAGED_MODELS[name].enable(value or None))
-        except configs.ConfigError as err:
-            raise click.ClickException(str(err)) from None
-    click.echo(" ".join(overrides))
