@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Train a DNN or LSTM acoustic model with N synchronous workers (torchrun, one process each):
-# single / MA / BMUF synchronization every --block-size minibatches, optional EMA model.
+# a sync rule of emasr.nnet.sync.RULES (single / MA / BMUF / DiLoCo) every --block-size
+# minibatches, optional EMA model.
 # Logic lives in `emasr train`; this script wires options and launches the workers.
 set -euo pipefail
 

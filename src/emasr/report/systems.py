@@ -80,7 +80,7 @@ def read_tuned(dev_dir: str, test_dir: str, sweeps: bool = True) -> TunedDecodes
 class NetworkRun:
     exp_dir: str
     arch: str
-    strategy: str              # single | ma | bmuf (the training's sync rule)
+    strategy: str              # the training's sync rule (a name of emasr.nnet.sync.RULES)
     seed: int
     lr: float
     workers: int | None
