@@ -325,17 +325,6 @@ class AveragedModel:
         """The registered sync rules whose runs keep it."""
         return [name for name in RULES if self.applies_to(name)]
 
-    def enable(self, value: str | None = None) -> str:
-        """The override that keeps this averaged model: `average.<key>=<value>` (a list of
-        values, '30000,90000', becomes a YAML list)."""
-        value = self.default if value is None else value
-        if value is None:
-            raise ConfigError(f"the averaged model '{self.name}' needs a value for "
-                              f"average.{self.key} ({self.name}=VALUE)")
-        values = value.replace(",", " ").split()
-        return f"average.{self.key}=" + (values[0] if len(values) == 1 else
-                                         "[" + ",".join(values) + "]")
-
 
 AVERAGED_MODELS: dict[str, AveragedModel] = {m.name: m for m in (
     AveragedModel(EMA, "EMA", "EMA", "--s", EmaOptions, check_ema,
