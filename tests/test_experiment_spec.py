@@ -16,7 +16,7 @@ from emasr.cli import main
 from emasr.experiment.checks import check
 from emasr.experiment.plan import decoded_models, runs
 from emasr.experiment.spec import SpecError, load
-from emasr.nnet.sync import register, unregister
+from test_toy_rule import damped  # noqa: F401  (the toy rule's fixture, registered per test)
 
 RECIPE = REPO / "egs" / "aishell_sim"
 SPECS = sorted(REPO.glob("egs/*/conf/experiment/*.yaml")) + sorted(
@@ -189,15 +189,6 @@ def test_a_control_is_decoded_only_at_its_worker_counts(tmp_path):
     assert decoded_models(spec, bmuf) == ["final", "ema", "avg", "lastk"]
 
 
-@pytest.fixture
-def damped():
-    from test_toy_rule import DAMPED
-
-    register(DAMPED)
-    try:
-        yield DAMPED
-    finally:
-        unregister(DAMPED.name)
 
 
 @pytest.mark.usefixtures("in_recipe", "damped")
