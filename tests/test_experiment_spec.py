@@ -202,3 +202,52 @@ def test_a_rule_registered_anywhere_is_a_spec_row_with_its_grid():
          ("average.ema_half_life_frames=1500", "sync.damping=0.5")),
         ("exp/nnet/dnn_damped_n2_s1_damp1.0",
          ("average.ema_half_life_frames=1500", "sync.damping=1.0"))]
+
+
+@pytest.mark.usefixtures("in_recipe")
+def test_runs_in_earlier_counts_are_not_trained_again_and_their_grid_choice_stands(tmp_path):
+    # seed 1 searched BMUF's block momentum in an earlier piece whose exp dirs are gone (a fresh
+    # checkout); its committed counts stand for them: seed 2 trains the point seed 1 chose
+    import shutil
+
+    from emasr.experiment.plan import decodes
+    from report_synthetic import make_network_run, reference_texts
+
+    nnet = tmp_path / "exp"
+    sets = ["archs=dnn", "rows=single bmuf", "seeds=1 2", "grid_seed=1",
+            "grid=bmuf: sync.block_momentum=0.5,0.75"]
+    spec = load("conf/experiment/tiny.yaml", sets)
+    refs = {"dev": reference_texts(6, seed=1), "test": reference_texts(6, seed=2)}
+
+    def train(run, acc0):
+        made = make_network_run(str(tmp_path / "made"), "dnn", run.rule, run.seed, run.workers,
+                                False, refs, {}, acc0=acc0)
+        shutil.move(made, run.dir)
+        Path(run.dir, ".done").write_text("1 s\n")
+
+    seed1 = [r for r in runs(spec, str(nnet)) if r.seed == 1]
+    assert [Path(r.dir).name for r in seed1] == [
+        "dnn_single_s1", "dnn_bmuf_n2_s1_eta0.5", "dnn_bmuf_n2_s1_eta0.75"]
+    for run, acc0 in zip(seed1, (0.3, 0.2, 0.4)):   # 0.75 the better on dev
+        train(run, acc0)
+    report = CliRunner().invoke(main, ["report", "--out", str(tmp_path / "r/RESULTS.md"),
+                                       "--archs", "dnn", *(r.dir for r in seed1)])
+    assert report.exit_code == 0, report.output
+    shutil.rmtree(nnet)
+
+    spec = load("conf/experiment/tiny.yaml", [*sets, f"earlier_counts={tmp_path}/r/counts"])
+    check(spec)
+    planned = runs(spec, str(nnet))
+    assert [(Path(r.dir).name, r.state) for r in planned] == [
+        ("dnn_single_s1", "recorded"), ("dnn_single_s2", "todo"),
+        ("dnn_bmuf_n2_s1_eta0.5", "recorded"), ("dnn_bmuf_n2_s1_eta0.75", "recorded"),
+        ("dnn_bmuf_n2_s2_eta0.75", "todo")]
+    assert planned[0].line().split("\t")[1] == "recorded"
+    for run in planned:
+        if run.state == "todo":
+            train(run, 0.3)
+    # only what was trained here is decoded; the report's choice among seed 1's grid is its own
+    assert [(Path(d).name, m) for d, m in decodes(spec, str(nnet))] == [
+        ("dnn_single_s2", "final"), ("dnn_bmuf_n2_s2_eta0.75", "final")]
+    assert "earlier_counts: expected a counts dir" in refused(
+        spec_file(tmp_path, {"earlier_counts": str(tmp_path / "none")}))

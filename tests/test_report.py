@@ -826,3 +826,43 @@ def test_a_committed_report_is_its_own_rebuild_from_counts(tmp_path):
     shutil.copytree(committed / "counts", tmp_path / "counts")
     rebuilt = write_report(tmp_path / "RESULTS.md", "--from-counts")
     assert rebuilt == (committed / "RESULTS.md").read_text(encoding="utf-8")
+
+
+def test_earlier_counts_stand_for_the_runs_whose_exp_dirs_are_gone(tmp_path):
+    # a campaign in pieces on a fresh checkout: seed 1's piece committed its counts, its exp dirs
+    # are gone, seed 2's piece reports both: the report of all four exp dirs, plus one note
+    import shutil
+
+    refs = {"dev": reference_texts(12, seed=20), "test": reference_texts(12, seed=21)}
+    dirs = {seed: [make_network_run(str(tmp_path / "exp"), "dnn", strategy, seed, workers, True,
+                                    refs, {(s, m): alternating(refs[s], n + seed, n) for s in refs
+                                           for m, n in (("final", 2), ("ema", 1))})
+                   for strategy, workers in (("single", 1), ("bmuf", 2))] for seed in (1, 2)}
+    options = ["--archs", "dnn", "--strategies", "single bmuf bmuf+ema", "--replications", "200",
+               "--note", "inputs: targets aaa, features bbb"]
+    out = tmp_path / "RESULTS.md"
+    whole = write_report(out, *options, *dirs[1], *dirs[2])
+    write_report(out, *options, *dirs[1])           # seed 1's piece: its counts are committed
+    shutil.copytree(tmp_path / "counts", tmp_path / "seed1")
+    for exp_dir in dirs[1]:
+        shutil.rmtree(exp_dir)
+    text = write_report(out, *options, "--earlier-counts", str(tmp_path / "counts"), *dirs[2])
+    note = (f"- earlier runs: 2 network run(s) and 0 GMM system(s) whose exp dirs are not here, "
+            f"as recorded in {tmp_path / 'counts'} (their records and per-utterance counts)\n")
+    assert note in text and text.replace(note, "") == whole
+    # the counts written hold all four runs: the report rebuilds from them alone
+    assert write_report(tmp_path / "REBUILT.md", "--from-counts") == text
+    # an exp dir read now stands for its record: nothing is counted twice
+    assert write_report(out, *options, "--earlier-counts", str(tmp_path / "counts"),
+                        *dirs[2]) == text
+    # runs trained on other network targets or features are not pooled with them
+    result = CliRunner().invoke(main, ["report", "--out", str(out), *options[:-1],
+                                       "inputs: targets ccc, features bbb", "--earlier-counts",
+                                       str(tmp_path / "seed1"), *dirs[2]])
+    assert result.exit_code == 1 and result.output.startswith(
+        f"Error: {tmp_path / 'seed1' / 'systems.json'}: its runs were trained on other inputs "
+        "than the runs read now (targets aaa, features bbb; now targets ccc, features bbb)"), \
+        result.output
+    result = CliRunner().invoke(main, ["report", "--from-counts", "--earlier-counts",
+                                       str(tmp_path / "seed1"), "--out", str(out)])
+    assert result.exit_code == 2 and "give no EXP_DIRS or --earlier-counts" in result.output

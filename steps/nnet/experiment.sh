@@ -8,9 +8,10 @@
 # What an experiment is lives in the spec alone: this step only wires the plan to the steps.
 #
 # A training run and a decode dir each leave a done marker (<dir>/.done), so adding seeds or
-# rows later only runs what is new; an interrupted training resumes from its checkpoint. A
-# decode is skipped only while its model file, graph and features are those it was decoded from
-# (its inputs.sha256, utils/lib/inputs.sh): a retrained model is decoded again.
+# rows later only runs what is new; an interrupted training resumes from its checkpoint; a run the
+# spec's earlier_counts record is not trained again (its committed record and counts stand in
+# the report). A decode is skipped only while its model file, graph and features are those it was
+# decoded from (its inputs.sha256, utils/lib/inputs.sh): a retrained model is decoded again.
 set -eEuo pipefail   # -E: the ERR trap of recipe.sh also sees failures inside functions
 
 # Begin configuration section.
@@ -61,10 +62,11 @@ train_runs() {
   # train every run of runs.list not trained yet
   local dir state opts init start args warm
   while IFS=$'\t' read -r dir state opts init; do
-    if [ "$state" = done ]; then
-      log "$dir: trained already ($dir/.done); skipped"
-      continue
-    fi
+    case $state in
+      done) log "$dir: trained already ($dir/.done); skipped"; continue ;;
+      recorded) log "$dir: trained by an earlier piece (the spec's earlier_counts); skipped"
+                continue ;;
+    esac
     eval "args=($opts)"   # train.sh's options, shell-quoted (the spec's train_opts may quote)
     warm=()
     if [ -n "$init" ]; then
@@ -170,6 +172,7 @@ print(f"torch {torch.__version__} (CPU capability {torch.backends.cpu.get_cpu_ca
   run $train_cmd exp/report/log/report.log \
     emasr experiment report --nnet-dir "$nnet_dir" ${notes[@]+"${notes[@]:0:2}"} \
       --note "machine: $machine" --note "inputs: $inputs" ${notes[@]+"${notes[@]:2}"} \
-      --note "network training ${train_time} s in all" "$spec" $report_dirs
+      --note "network training ${train_time} s in all (the runs trained in $nnet_dir)" \
+      "$spec" $report_dirs
   log "wrote $results and $(dirname "$results")/plots/"
 fi

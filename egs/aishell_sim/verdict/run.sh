@@ -13,7 +13,8 @@
 #                         the rate annealed to lr/100 (A1), lr/1000 (A2), linearly to 0 (A3),
 #                         seeds 1-3 each (verdict/anneal/)
 # A piece whose runs and decodes exist (their .done markers) skips them, so a killed piece resumes
-# when called again. Each finished piece appends one line to verdict/pieces.log: the piece, its
+# when called again; V2-V9 also skip the runs the committed verdict/dnn3/counts record (the spec's
+# earlier_counts), so on a fresh checkout V0 and then the next piece continue the campaign. Each finished piece appends one line to verdict/pieces.log: the piece, its
 # command, wall time, machine, commit and the sha256 of the network targets and training features.
 set -euo pipefail
 
@@ -58,8 +59,13 @@ case $piece in
         --strategies "single single+ema bmuf bmuf+ema" --grid "$bmuf_grid" ;;
   V[2-9])
     n=${piece#V}; seeds=$(seeds_to $((n == 2 ? 1 : n - 1)))
+    # the earlier pieces' runs as committed (their exp dirs need not be here: a fresh checkout
+    # runs V0 again, whose inputs the report checks against the counts', then the next piece)
+    earlier=()
+    [ ! -f verdict/dnn3/counts/systems.json ] ||
+      earlier=(--spec-opts "earlier_counts=verdict/dnn3/counts")
     ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${dnn3[@]}" --seeds "$seeds" \
-      --strategies "single single+ema ma ma+ema bmuf bmuf+ema" --grid "$ma_grid; $bmuf_grid" ;;
+      ${earlier[@]+"${earlier[@]}"} --strategies "single single+ema ma ma+ema bmuf bmuf+ema" --grid "$ma_grid; $bmuf_grid" ;;
   L1) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${lstm[@]}" --strategies "single single+ema" ;;
   L2) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${lstm[@]}" \
         --strategies "single single+ema bmuf bmuf+ema" --grid "bmuf: sync.block_momentum=0.5,0.75" ;;

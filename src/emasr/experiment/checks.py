@@ -17,6 +17,7 @@ from emasr.nnet.models import ARCHITECTURES
 from emasr.nnet.training.selection import FINAL_EPOCHS
 from emasr.nnet.sync import RULES, one_worker_rule
 from emasr.nnet.config.tuning import GridError, parse_entry
+from emasr.report.counts import SYSTEMS
 
 
 def check_archs(spec: Spec) -> None:
@@ -126,6 +127,13 @@ def check_configs(spec: Spec, runs) -> None:
                  f"(model.type), not a {run.arch}")
 
 
+def check_earlier_counts(spec: Spec) -> None:
+    path = spec.earlier_counts
+    if path is not None and not os.path.isfile(os.path.join(path, SYSTEMS)):
+        fail(spec, "earlier_counts", f"expected a counts dir `emasr report` wrote ({SYSTEMS}, "
+             f"utterances.tsv.gz), got {path!r}")
+
+
 def check(spec: Spec) -> None:
     """Refuse a spec no experiment can run, naming its file and the key."""
     rows(spec)
@@ -135,4 +143,5 @@ def check(spec: Spec) -> None:
     check_grid(spec)
     check_warm_start(spec)
     check_averages(spec)
+    check_earlier_counts(spec)
     check_configs(spec, config_runs(spec))

@@ -99,7 +99,7 @@ def key_value(values: dict, key: str) -> str:
               "warm start's checkpoint.")
 def plan_cli(spec_path, sets, nnet_dir, lines) -> None:
     """The training runs of SPEC in training order: each run's directory, whether it is done
-    (<dir>/.done), and its steps/nnet/train.sh options with the config overrides. With a grid
+    (<dir>/.done), recorded (in the spec's earlier_counts only) or todo, and its steps/nnet/train.sh options with the config overrides. With a grid
     searched on one seed (grid_seed), the other seeds' runs are listed once that seed's grid is
     trained (the point chosen on dev)."""
     from emasr.experiment.plan import runs
@@ -113,9 +113,8 @@ def plan_cli(spec_path, sets, nnet_dir, lines) -> None:
         if lines:
             click.echo(run.line())
             continue
-        state = "done" if run.done else "todo"
         warm = f" --init-model {run.init_model}" if run.init_model else ""
-        click.echo(f"{state} {run.dir}: {' '.join(run.train_options()[:-2])}{warm}")
+        click.echo(f"{run.state} {run.dir}: {' '.join(run.train_options()[:-2])}{warm}")
         click.echo(f"     overrides: {' '.join(run.overrides)}")
 
 
@@ -145,8 +144,8 @@ def decodes_cli(spec_path, sets, nnet_dir) -> None:
 @click.argument("gmm_dirs", nargs=-1, type=click.Path(file_okay=False))
 def report_cli(spec_path, sets, nnet_dir, notes, gmm_dirs) -> None:
     """Write SPEC's report (its `results`, with plots/ and counts/ beside it) from the trained
-    runs of its plan and GMM_DIRS (the GMM baselines, those decoded): its title, rows and
-    architectures are the spec's."""
+    runs of its plan and GMM_DIRS (the GMM baselines, those decoded), and the runs of the spec's
+    earlier_counts whose dirs are not here: its title, rows and architectures are the spec's."""
     from emasr.experiment.plan import runs
     from emasr.nnet.training.metrics import MetricsError
     from emasr.report.cli import make_report
@@ -162,6 +161,6 @@ def report_cli(spec_path, sets, nnet_dir, notes, gmm_dirs) -> None:
                "labels": list(spec.rows), "replications": None}
     try:
         make_report(exp_dirs, spec.results, os.path.join(out_dir, "plots"), options, None,
-                    os.path.join(out_dir, "counts"))
+                    os.path.join(out_dir, "counts"), earlier_counts=spec.earlier_counts)
     except (MetricsError, ScoringError, TableError, ValueError) as err:
         raise click.ClickException(str(err)) from None

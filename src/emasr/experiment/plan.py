@@ -9,7 +9,10 @@ win): the seeds, tau, the epoch choice, the spec's `overrides`, the architecture
 grid point. With `grid_seed`, another seed trains only the point chosen on the grid seed (best dev
 frame accuracy of the global model, as the report selects), once all of that seed's points are
 trained; with `warm_start_epochs`, the one-worker rule trains first and each parallel run starts
-from its arch and seed's one-worker checkpoint after that epoch.
+from its arch and seed's one-worker checkpoint after that epoch. With `earlier_counts`, a run
+recorded there (by its dir) counts as trained where its dir has no done marker: the plan does not
+train it, the grid seed's choice and the report's selection read its record, and only the runs
+trained here are decoded (a campaign in pieces, resumed on a fresh checkout).
 """
 from __future__ import annotations
 
@@ -26,7 +29,8 @@ from emasr.experiment.spec import Spec, value_text
 from emasr.nnet.averages import AVERAGED_MODELS
 from emasr.nnet.sync import RULES, one_worker_rule
 from emasr.nnet.config.tuning import grid_points
-from emasr.report.systems import read_exp_dirs, select_runs, worker_counts
+from emasr.report.counts import read_counts
+from emasr.report.systems import NetworkRun, read_exp_dirs, select_runs, worker_counts
 
 logger = logging.getLogger(__name__)
 
@@ -45,10 +49,20 @@ class Run:
     epochs: int | None
     init_model: str | None       # a warm start's checkpoint (train.sh --init-model)
     extra: str = ""              # the spec's train_opts: shell words that may quote values
+    recorded: bool = False       # in the spec's earlier counts (trained by an earlier piece)
+
+    @property
+    def trained_here(self) -> bool:
+        return os.path.isfile(os.path.join(self.dir, ".done"))
 
     @property
     def done(self) -> bool:
-        return os.path.isfile(os.path.join(self.dir, ".done"))
+        return self.trained_here or self.recorded
+
+    @property
+    def state(self) -> str:
+        """done (trained here), recorded (in the earlier counts only) or todo."""
+        return "done" if self.trained_here else "recorded" if self.recorded else "todo"
 
     def train_options(self) -> list[str]:
         """steps/nnet/train.sh's options of this run (less the launcher and the data)."""
@@ -59,10 +73,10 @@ class Run:
                 "--set-opts", " ".join(self.overrides)]
 
     def line(self) -> str:
-        """One tab-separated line for steps/nnet/experiment.sh: dir, done|todo, the options
+        """One tab-separated line for steps/nnet/experiment.sh: dir, its state, the options
         (shell-quoted, the spec's train_opts after them), the warm start ('' for none)."""
         options = " ".join(filter(None, [shlex.join(self.train_options()), self.extra]))
-        return "\t".join([self.dir, "done" if self.done else "todo", options,
+        return "\t".join([self.dir, self.state, options,
                           self.init_model or ""])
 
 
@@ -123,35 +137,59 @@ def warm_start(spec: Spec, nnet_dir: str, arch: str, rule: str, seed: int) -> st
     return f"{single}_s{seed}/checkpoints/epoch{spec.warm_start_epochs:03d}-block000000"
 
 
-def chosen_point(spec: Spec, prefix: str, arch: str, rule: str) -> str | None:
+Records = dict[str, NetworkRun]   # a run's absolute dir -> its record in the earlier counts
+
+
+def earlier_records(spec: Spec) -> Records:
+    """The runs of the spec's earlier counts ({} without)."""
+    if spec.earlier_counts is None:
+        return {}
+    networks, _, _ = read_counts(spec.earlier_counts)
+    return {os.path.abspath(r.exp_dir): r for r in networks}
+
+
+def trained(dirs: list[str], records: Records) -> dict[str, NetworkRun]:
+    """Each trained dir's run: read from the dir once trained here (its .done), else its record
+    in the earlier counts; a dir that is neither is left out."""
+    here = [d for d in dirs if os.path.isfile(os.path.join(d, ".done"))]
+    networks, _ = read_exp_dirs(here, sweeps=False, decodes=False)
+    found = {r.exp_dir: r for r in networks}
+    found.update({d: records[os.path.abspath(d)] for d in dirs
+                  if d not in found and os.path.abspath(d) in records})
+    return found
+
+
+def chosen_point(spec: Spec, prefix: str, arch: str, rule: str, records: Records) -> str | None:
     """The grid point the grid seed chose (its dir suffix), None while any of its runs is
     untrained: the best on dev frame accuracy of the global model, as the report selects."""
     dirs = {f"{prefix}_s{spec.grid_seed}{suffix}": suffix for suffix, _ in points(spec, rule)}
-    if not all(os.path.isfile(os.path.join(d, ".done")) for d in dirs):
+    found = trained(list(dirs), records)
+    if len(found) < len(dirs):
         return None
-    networks, _ = read_exp_dirs(list(dirs), sweeps=False, decodes=False)
-    best = select_runs(networks, arch, rule)
-    if len(best) != 1 or best[0].exp_dir not in dirs:
+    best = select_runs(list(found.values()), arch, rule)
+    chosen = next((d for d, r in found.items() if len(best) == 1 and r is best[0]), None)
+    if chosen is None:
         raise ValueError(f"{prefix}_s{spec.grid_seed}*: none of the grid's runs was chosen")
     logger.info("%s_s%s*: the grid point chosen on dev for the other seeds: %s", prefix,
-                spec.grid_seed, dirs[best[0].exp_dir] or "-")
-    return dirs[best[0].exp_dir]
+                spec.grid_seed, dirs[chosen] or "-")
+    return dirs[chosen]
 
 
-def seed_points(spec: Spec, prefix: str, arch: str, rule: str, seed: int
+def seed_points(spec: Spec, prefix: str, arch: str, rule: str, seed: int, records: Records
                 ) -> list[tuple[str, list[str]]]:
     """The grid points `seed` trains: every one, or with grid_seed the one chosen there (none
     while it is unknown)."""
     every = points(spec, rule)
     if spec.grid_seed is None or seed == spec.grid_seed or len(every) == 1:
         return every
-    chosen = chosen_point(spec, prefix, arch, rule)
+    chosen = chosen_point(spec, prefix, arch, rule, records)
     return [p for p in every if p[0] == chosen]
 
 
 def runs(spec: Spec, nnet_dir: str, choose: bool = True) -> list[Run]:
     """Every run the spec asks for, in training order; `choose=False`: every seed at every grid
     point (no look at what is trained: the runs whose configs the checks resolve)."""
+    records = earlier_records(spec) if choose else {}
     out = []
     for arch in spec.archs:
         for rule in training_rules(spec):
@@ -159,14 +197,15 @@ def runs(spec: Spec, nnet_dir: str, choose: bool = True) -> list[Run]:
             for n in workers_of(spec, rule):
                 prefix = run_prefix(nnet_dir, arch, rule, n)
                 for seed in spec.seeds:
-                    chosen = seed_points(spec, prefix, arch, rule, seed) if choose else \
-                        points(spec, rule)
+                    chosen = seed_points(spec, prefix, arch, rule, seed, records) if choose \
+                        else points(spec, rule)
                     out += [Run(f"{prefix}_s{seed}{suffix}", arch, rule, n, seed,
                                 spec.archs[arch].config, overrides(spec, arch, rule, seed, point),
                                 spec.nodes if parallel else 1,
                                 spec.workers_per_process if parallel else 1, spec.epochs,
                                 warm_start(spec, nnet_dir, arch, rule, seed),
-                                spec.train_opts)
+                                spec.train_opts,
+                                os.path.abspath(f"{prefix}_s{seed}{suffix}") in records)
                             for suffix, point in chosen]
     return out
 
@@ -176,14 +215,16 @@ def config_runs(spec: Spec) -> list[Run]:
 
 
 def selected(spec: Spec, nnet_dir: str) -> list[Run]:
-    """The trained runs the report's rows use (one per row, worker count and seed: among a
-    grid's points the best on dev frame accuracy), the ones decoded."""
-    trained = {run.dir: run for run in runs(spec, nnet_dir) if run.done}
-    networks, _ = read_exp_dirs(list(trained), sweeps=False, decodes=False)
-    chosen = dict.fromkeys(r.exp_dir for arch in spec.archs for label in spec.rows
-                           for n in worker_counts(networks, arch, label)
-                           for r in select_runs(networks, arch, label, n))
-    return [trained[d] for d in chosen]
+    """The runs trained here that the report's rows use (one per row, worker count and seed:
+    among a grid's points the best on dev frame accuracy, chosen among the earlier counts' runs
+    too), the ones decoded."""
+    planned = {run.dir: run for run in runs(spec, nnet_dir)}
+    found = trained(list(planned), earlier_records(spec))
+    networks = list(found.values())
+    chosen = {id(r) for arch in spec.archs for label in spec.rows
+              for n in worker_counts(networks, arch, label)
+              for r in select_runs(networks, arch, label, n)}
+    return [planned[d] for d, r in found.items() if id(r) in chosen and planned[d].trained_here]
 
 
 def kept_files(run: Run, model: str) -> list[str]:

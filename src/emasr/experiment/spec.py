@@ -18,6 +18,9 @@
     grid: {ma: [{train.lr: [0.1, 0.4]}]}   # settings searched on dev per rule (emasr.nnet.config.tuning)
     grid_seed: null                  # search the grid on this seed only
     warm_start_epochs: null          # parallel runs start from the one-worker run after epoch k
+    earlier_counts: null             # committed counts (a report's counts/) whose runs count as
+                                     # trained where their dirs are not here: a campaign in
+                                     # pieces resumed on a fresh checkout (docs/experiment.md)
     averages: {ema: 1500, avg: 0.5, lastk: 4}   # averaged model -> its value (the registry's key)
     overrides: []                    # config overrides of every run
     rule_overrides: {ma: [sync.lr_times_workers=true]}   # of one rule's runs
@@ -78,6 +81,7 @@ class Scalars(Section):
     block_size: int | None = None
     grid_seed: int | None = None
     warm_start_epochs: int | None = None
+    earlier_counts: str | None = None
     overrides: list[str] = field(default_factory=list)
     train_opts: str = ""                 # extra options of steps/nnet/train.sh (--torchrun-opts)
 

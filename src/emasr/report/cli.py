@@ -33,10 +33,13 @@ def order_labels(strategies: str) -> list[str]:
 
 
 def make_report(exp_dirs: list[str], out: str, plot_dir: str, options: dict,
-                bench: str | None, counts_dir: str, from_counts: bool = False) -> str:
+                bench: str | None, counts_dir: str, from_counts: bool = False,
+                earlier_counts: str | None = None) -> str:
     """Read the exp dirs, write the counts dir, the plots and the report; `from_counts`: read the
-    counts dir alone, its stored options under the ones given (`options`' None values)."""
-    from emasr.report.counts import read_counts, write_counts
+    counts dir alone, its stored options under the ones given (`options`' None values);
+    `earlier_counts`: a counts dir whose runs are reported too where their exp dirs are not read
+    (emasr.report.counts.merge_earlier)."""
+    from emasr.report.counts import merge_earlier, read_counts, write_counts
     from emasr.report.findings import parity_tests, specificity_tests
     from emasr.report.markdown import render
     from emasr.report.plots import write_plots
@@ -50,6 +53,9 @@ def make_report(exp_dirs: list[str], out: str, plot_dir: str, options: dict,
     else:
         options = {**default_options(), **{k: v for k, v in options.items() if v is not None}}
         networks, gmms = read_exp_dirs(exp_dirs)
+        if earlier_counts is not None:
+            networks, gmms, options["notes"] = merge_earlier(earlier_counts, networks, gmms,
+                                                             options["notes"])
         write_counts(counts_dir, networks, gmms, options)
     replications = options["replications"]
     rows = build_rows(networks, options["archs"], options["labels"], replications)
@@ -111,12 +117,18 @@ def print_selected(exp_dirs: list[str], archs: list[str], labels: list[str]) -> 
 @click.option("--from-counts", is_flag=True,
               help="Rebuild the report from --counts-dir alone (no EXP_DIRS): the tables and "
                    "plots of a committed report, without its exp dirs.")
+@click.option("--earlier-counts", default=None, type=click.Path(file_okay=False),
+              help="A committed counts dir whose runs are reported too where EXP_DIRS do not "
+                   "hold them (a campaign in pieces on a fresh checkout: the earlier pieces' "
+                   "runs as recorded, the new ones from their exp dirs); refused where the "
+                   "two trained on other inputs (their `inputs:` notes). It may be --counts-dir "
+                   "itself: it is read before it is rewritten.")
 @click.option("--select", is_flag=True,
               help="Only print the network exp dirs the table would use (one per row and seed; "
                    "among runs that differ in learning rate, the best on dev frame accuracy).")
 @click.argument("exp_dirs", nargs=-1, type=click.Path(file_okay=False))
 def report_cli(out, plot_dir, archs, strategies, notes, bench, replications, title, counts_dir,
-               from_counts, select, exp_dirs) -> None:
+               from_counts, earlier_counts, select, exp_dirs) -> None:
     """Write the paper's comparison from EXP_DIRS: network exp dirs (conf.yaml, metrics.jsonl,
     decode_{dev,test}[_<averaged model>]/ scored by local/score.sh) and GMM exp dirs
     (decode_{dev,test}/).
@@ -161,12 +173,14 @@ def report_cli(out, plot_dir, archs, strategies, notes, bench, replications, tit
     report_dir = os.path.dirname(os.path.abspath(out))
     plot_dir = plot_dir or os.path.join(report_dir, "plots")
     counts_dir = counts_dir or os.path.join(report_dir, "counts")
-    if from_counts and exp_dirs:
-        raise click.UsageError("--from-counts rebuilds from --counts-dir alone: give no EXP_DIRS")
+    if from_counts and (exp_dirs or earlier_counts):
+        raise click.UsageError("--from-counts rebuilds from --counts-dir alone: give no EXP_DIRS "
+                               "or --earlier-counts")
     try:
         options = {"title": title, "notes": list(notes), "archs": arch_list, "labels": labels,
                    "replications": replications}
-        make_report(list(exp_dirs), out, plot_dir, options, bench, counts_dir, from_counts)
+        make_report(list(exp_dirs), out, plot_dir, options, bench, counts_dir, from_counts,
+                    earlier_counts)
     except (MetricsError, ScoringError, TableError) as err:
         raise click.ClickException(str(err)) from None
     logger.info("wrote %s and plots in %s", out, plot_dir)

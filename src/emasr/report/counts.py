@@ -15,6 +15,11 @@ report --from-counts DIR` rebuilds every table (and the plots) without the exp d
 Counts of version 1 (`system set model seed utt errors chars`: one setting, no speaker) are still
 read: their intervals hold each model's setting fixed and resample utterances.
 
+A report can be made of runs whose exp dirs are gone (a fresh checkout of a campaign in pieces):
+`merge_earlier` adds the runs of committed counts that are not read from an exp dir, once the
+inputs they were trained on (the `inputs:` note: the digests of the network targets and the
+training features) are those of the runs read now.
+
 Paths are stored relative to the report's directory (the parent of the counts directory), so a
 rebuilt report beside the committed one names the same runs. gzip's header carries no time, so
 the same inputs give the same bytes.
@@ -235,3 +240,35 @@ def read_counts(directory: str) -> tuple[list[NetworkRun], list[GmmSystem], dict
                       read_tuned(g["tuned"], base, g["exp_dir"], "final", counts, path))
             for g in systems["gmms"]]
     return networks, gmms, systems["report"]
+
+
+INPUTS_NOTE = "inputs: "   # the note with the digests of the inputs every run trained on
+
+
+def inputs_note(notes: list[str]) -> str | None:
+    return next((n for n in notes if n.startswith(INPUTS_NOTE)), None)
+
+
+def merge_earlier(directory: str, networks: list[NetworkRun], gmms: list[GmmSystem],
+                  notes: list[str]) -> tuple[list[NetworkRun], list[GmmSystem], list[str]]:
+    """The runs and GMM systems read from exp dirs, then those of the counts in `directory`
+    whose exp dirs were not read (an exp dir read now stands for its committed record), and a
+    note that says how many came from there. Refused where the two were trained on other inputs
+    (their `inputs:` notes differ)."""
+    earlier_networks, earlier_gmms, stored = read_counts(directory)
+    before, now = inputs_note(stored["notes"]), inputs_note(notes)
+    if before is not None and now is not None and before != now:
+        raise ScoringError(f"{os.path.join(directory, SYSTEMS)}: its runs were trained on other "
+                           f"inputs than the runs read now ({before[len(INPUTS_NOTE):]}; now "
+                           f"{now[len(INPUTS_NOTE):]}); expected the same network targets and "
+                           "training features (rebuild them with the recipe stages that made "
+                           "the committed runs', or report the two apart)")
+    read = {os.path.abspath(r.exp_dir) for r in [*networks, *gmms]}
+    added = [r for r in earlier_networks if os.path.abspath(r.exp_dir) not in read]
+    added_gmms = [g for g in earlier_gmms if os.path.abspath(g.exp_dir) not in read]
+    if not added and not added_gmms:
+        return networks, gmms, notes
+    note = (f"earlier runs: {len(added)} network run(s) and {len(added_gmms)} GMM system(s) "
+            f"whose exp dirs are not here, as recorded in {directory} (their records and "
+            "per-utterance counts)")
+    return [*networks, *added], [*gmms, *added_gmms], [*notes, note]
