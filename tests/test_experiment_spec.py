@@ -86,7 +86,14 @@ def test_an_unknown_key_or_a_wrong_type_names_file_and_key(tmp_path, changes, me
     ({"grid_seed": 2}, "grid_seed: expected one of the seeds [1], got 2"),
     ({"warm_start_epochs": 2, "rows": ["ma", "bmuf"]},
      "warm_start_epochs: expected a row 'single'"),
-    ({"warm_start_epochs": 12}, "warm_start_epochs: expected 1 <= k < epochs (12), got 12"),
+    ({"warm_start_epochs": 12},
+     "warm_start_epochs: expected 1 <= k < the epochs of every rule's runs (12 at fewest), got 12"),
+    ({"warm_start_epochs": 4, "rule_epochs": {"bmuf": 4}},
+     "warm_start_epochs: expected 1 <= k < the epochs of every rule's runs (4 at fewest), got 4"),
+    ({"rule_epochs": {"sgd": 4}}, "rule_epochs.sgd: expected a sync rule among"),
+    ({"rule_epochs": {"diloco": 4}}, "rule_epochs.diloco: expected epochs >= 1 of a rule the rows "
+     "train (single, ma, bmuf), got 4"),
+    ({"rule_epochs": {"ma": "many"}}, "'rule_epochs.ma' must be"),
     ({"averages": {"avg": 0.5}}, "rows[1]: the row single+ema needs averages.ema"),
     ({"decode": {"controls_at": [4]}}, "decode.controls_at: 4 is no worker count of the runs"),
 ])
@@ -110,6 +117,10 @@ def test_set_overrides_any_key():
     assert spec.grid == {"ma": [{"train.lr": ["0.1", "0.2"]}],
                          "bmuf": [{"sync.block_momentum": ["0.5"]}]}
     assert spec.averages["ema"] == [1000, 3000] and spec.rule_overrides["ma"] == []
+    longer = load("conf/experiment/tiny.yaml", ["rule_epochs.ma=16", "archs=dnn"])
+    check(longer)
+    assert {r.rule: r.train_options()[9] for r in runs(longer, "exp/nnet")} == \
+        {"single": "12", "ma": "16", "bmuf": "12"}   # MA-N's the epochs it needs to converge
     ma = [r for r in runs(spec, "exp/nnet") if r.rule == "ma"]
     assert [r.dir for r in ma] == [f"exp/nnet/dnn_ma_n2_s{s}_lr{lr}" for s in (1, 2, 3)
                                    for lr in (0.1, 0.2)]

@@ -80,8 +80,11 @@ def check_warm_start(spec: Spec) -> None:
     if k is None:
         return
     single = one_worker_rule()
-    if k < 1 or (spec.epochs is not None and k >= spec.epochs):
-        fail(spec, "warm_start_epochs", f"expected 1 <= k < epochs ({spec.epochs}), got {k}")
+    fewest = min((e for e in map(spec.epochs_of, trained_rules(spec)) if e is not None),
+                 default=None)
+    if k < 1 or (fewest is not None and k >= fewest):
+        fail(spec, "warm_start_epochs", f"expected 1 <= k < the epochs of every rule's runs "
+             f"({fewest} at fewest), got {k}")
     if single not in trained_rules(spec):
         fail(spec, "warm_start_epochs", f"expected a row '{single}' (the one-worker runs the "
              "parallel runs start from)")
@@ -95,9 +98,14 @@ def check_averages(spec: Spec) -> None:
         if model != "final" and spec.averages.get(model, AVERAGED_MODELS[model].default) is None:
             fail(spec, f"rows[{i}]", f"the row {spec.rows[i]} needs averages.{model} (the value "
                  f"of average.{AVERAGED_MODELS[model].key})")
-    for rule in spec.rule_overrides:
-        if rule not in RULES:
-            fail(spec, f"rule_overrides.{rule}", f"expected a sync rule among {', '.join(RULES)}")
+    for key in ("rule_overrides", "rule_epochs"):
+        for rule in getattr(spec, key):
+            if rule not in RULES:
+                fail(spec, f"{key}.{rule}", f"expected a sync rule among {', '.join(RULES)}")
+    for rule, epochs in spec.rule_epochs.items():
+        if epochs < 1 or rule not in trained_rules(spec):
+            fail(spec, f"rule_epochs.{rule}", f"expected epochs >= 1 of a rule the rows train "
+                 f"({', '.join(trained_rules(spec))}), got {epochs}")
     if spec.epoch_choice is not None and spec.epoch_choice not in FINAL_EPOCHS:
         fail(spec, "epoch_choice", f"expected one of {', '.join(FINAL_EPOCHS)} (train.final_epoch)")
     controls = spec.decode.controls_at or []

@@ -202,7 +202,7 @@ def runs(spec: Spec, nnet_dir: str, choose: bool = True) -> list[Run]:
                     out += [Run(f"{prefix}_s{seed}{suffix}", arch, rule, n, seed,
                                 spec.archs[arch].config, overrides(spec, arch, rule, seed, point),
                                 spec.nodes if parallel else 1,
-                                spec.workers_per_process if parallel else 1, spec.epochs,
+                                spec.workers_per_process if parallel else 1, spec.epochs_of(rule),
                                 warm_start(spec, nnet_dir, arch, rule, seed),
                                 spec.train_opts,
                                 os.path.abspath(f"{prefix}_s{seed}{suffix}") in records)

@@ -24,6 +24,7 @@
     averages: {ema: 1500, avg: 0.5, lastk: 4}   # averaged model -> its value (the registry's key)
     overrides: []                    # config overrides of every run
     rule_overrides: {ma: [sync.lr_times_workers=true]}   # of one rule's runs
+    rule_epochs: {ma: 16}            # a rule's runs train this many epochs instead of `epochs`
     train_opts: ""                   # extra options of steps/nnet/train.sh (--torchrun-opts)
     decode: {opts: "--acwt 0.5", scoring_opts: "--min-lmwt 1", controls_at: null}
 
@@ -86,7 +87,7 @@ class Scalars(Section):
     train_opts: str = ""                 # extra options of steps/nnet/train.sh (--torchrun-opts)
 
 
-MAPPINGS = ("archs", "grid", "averages", "rule_overrides", "decode")
+MAPPINGS = ("archs", "grid", "averages", "rule_overrides", "rule_epochs", "decode")
 
 
 @dataclass
@@ -97,6 +98,7 @@ class Spec:
     grid: dict[str, list[dict[str, list]]]
     averages: dict[str, Any]
     rule_overrides: dict[str, list[str]]
+    rule_epochs: dict[str, int]
     decode: DecodeSpec
 
     def __getattr__(self, name: str):
@@ -110,7 +112,12 @@ class Spec:
         return {**self.scalars.to_dict(),
                 "archs": {name: a.to_dict() for name, a in self.archs.items()},
                 "grid": self.grid, "averages": self.averages,
-                "rule_overrides": self.rule_overrides, "decode": self.decode.to_dict()}
+                "rule_overrides": self.rule_overrides, "rule_epochs": self.rule_epochs,
+                "decode": self.decode.to_dict()}
+
+    def epochs_of(self, rule: str) -> int | None:
+        """The epochs a rule's runs train (None: the configs')."""
+        return self.rule_epochs.get(rule, self.epochs)
 
 
 def words(value: Any, annotation) -> Any:
@@ -213,6 +220,11 @@ def build_rule_overrides(values: Any) -> dict[str, list[str]]:
             for rule, v in mapping(values, "rule_overrides").items()}
 
 
+def build_rule_epochs(values: Any) -> dict[str, int]:
+    return {str(rule): checked(v, int, f"rule_epochs.{rule}")
+            for rule, v in mapping(values, "rule_epochs").items()}
+
+
 def build(values: dict, path: str) -> Spec:
     """A Spec from a mapping; a ConfigError names the key, a SpecError the file too."""
     try:
@@ -225,6 +237,7 @@ def build(values: dict, path: str) -> Spec:
         return Spec(path, scalars, build_archs(values.get("archs")),
                     build_grid(values.get("grid")), build_averages(values.get("averages")),
                     build_rule_overrides(values.get("rule_overrides")),
+                    build_rule_epochs(values.get("rule_epochs")),
                     typed(DecodeSpec, values.get("decode"), "decode"))
     except ConfigError as err:
         raise SpecError(f"{path}: {str(err).replace(chr(39) + 'spec.', chr(39))}") from None
