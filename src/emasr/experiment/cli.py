@@ -3,6 +3,7 @@
 list."""
 from __future__ import annotations
 
+import contextlib
 import os
 
 import click
@@ -16,16 +17,24 @@ NNET_DIR = click.option("--nnet-dir", default="exp/nnet", show_default=True,
                         type=click.Path(file_okay=False), help="Where the runs' dirs are.")
 
 
-def checked_spec(spec_path: str, sets):
-    """The spec, loaded and validated; its error as one `Error:` line."""
-    from emasr.experiment.checks import check
-    from emasr.experiment.spec import SpecError, load
-
+@contextlib.contextmanager
+def one_line_errors():
+    """An error of the spec, the plan, the counts, metrics or tables (each a ValueError that
+    names its file) as one `Error:` line, not a traceback."""
     try:
+        yield
+    except ValueError as err:
+        raise click.ClickException(str(err)) from None
+
+
+def checked_spec(spec_path: str, sets):
+    """The spec, loaded and validated."""
+    from emasr.experiment.checks import check
+    from emasr.experiment.spec import load
+
+    with one_line_errors():
         spec = load(spec_path, sets)
         check(spec)
-    except SpecError as err:
-        raise click.ClickException(str(err)) from None
     return spec
 
 
@@ -105,10 +114,8 @@ def plan_cli(spec_path, sets, nnet_dir, lines) -> None:
     from emasr.experiment.plan import runs
 
     spec = checked_spec(spec_path, sets)
-    try:
+    with one_line_errors():
         planned = runs(spec, nnet_dir)
-    except ValueError as err:
-        raise click.ClickException(str(err)) from None
     for run in planned:
         if lines:
             click.echo(run.line())
@@ -129,11 +136,9 @@ def decodes_cli(spec_path, sets, nnet_dir) -> None:
     from emasr.experiment.plan import decodes
 
     spec = checked_spec(spec_path, sets)
-    try:
+    with one_line_errors():
         for run_dir, model in decodes(spec, nnet_dir):
             click.echo(f"{run_dir} {model}")
-    except ValueError as err:
-        raise click.ClickException(str(err)) from None
 
 
 @experiment_cli.command("report")
@@ -147,20 +152,15 @@ def report_cli(spec_path, sets, nnet_dir, notes, gmm_dirs) -> None:
     runs of its plan and GMM_DIRS (the GMM baselines, those decoded), and the runs of the spec's
     earlier_counts whose dirs are not here: its title, rows and architectures are the spec's."""
     from emasr.experiment.plan import runs
-    from emasr.nnet.training.metrics import MetricsError
     from emasr.report.cli import make_report
-    from emasr.report.scoring import ScoringError
-    from emasr.io.table import TableError
 
     spec = checked_spec(spec_path, sets)
-    exp_dirs = [run.dir for run in runs(spec, nnet_dir)
-                if os.path.isfile(os.path.join(run.dir, "conf.yaml"))]
-    exp_dirs += [d for d in gmm_dirs if os.path.isdir(os.path.join(d, "decode_dev"))]
     out_dir = os.path.dirname(os.path.abspath(spec.results))
     options = {"title": spec.title, "notes": list(notes), "archs": list(spec.archs),
                "labels": list(spec.rows), "replications": None}
-    try:
+    with one_line_errors():
+        exp_dirs = [run.dir for run in runs(spec, nnet_dir)
+                    if os.path.isfile(os.path.join(run.dir, "conf.yaml"))]
+        exp_dirs += [d for d in gmm_dirs if os.path.isdir(os.path.join(d, "decode_dev"))]
         make_report(exp_dirs, spec.results, os.path.join(out_dir, "plots"), options, None,
                     os.path.join(out_dir, "counts"), earlier_counts=spec.earlier_counts)
-    except (MetricsError, ScoringError, TableError, ValueError) as err:
-        raise click.ClickException(str(err)) from None
