@@ -91,8 +91,9 @@ def test_an_unknown_key_or_a_wrong_type_names_file_and_key(tmp_path, changes, me
     ({"warm_start_epochs": 4, "rule_epochs": {"bmuf": 4}},
      "warm_start_epochs: expected 1 <= k < the epochs of every rule's runs (4 at fewest), got 4"),
     ({"rule_epochs": {"sgd": 4}}, "rule_epochs.sgd: expected a sync rule among"),
-    ({"rule_epochs": {"diloco": 4}}, "rule_epochs.diloco: expected epochs >= 1 of a rule the rows "
-     "train (single, ma, bmuf), got 4"),
+    ({"rule_epochs": {"diloco": 4}}, "rule_epochs.diloco: no row trains diloco (the rows' rules: "
+     "single, ma, bmuf)"),
+    ({"rule_epochs": {"ma": 0}}, "rule_epochs.ma: expected epochs >= 1, got 0"),
     ({"rule_epochs": {"ma": "many"}}, "'rule_epochs.ma' must be"),
     ({"averages": {"avg": 0.5}}, "rows[1]: the row single+ema needs averages.ema"),
     ({"decode": {"controls_at": [4]}}, "decode.controls_at: 4 is no worker count of the runs"),

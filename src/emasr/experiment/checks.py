@@ -103,9 +103,11 @@ def check_averages(spec: Spec) -> None:
             if rule not in RULES:
                 fail(spec, f"{key}.{rule}", f"expected a sync rule among {', '.join(RULES)}")
     for rule, epochs in spec.rule_epochs.items():
-        if epochs < 1 or rule not in trained_rules(spec):
-            fail(spec, f"rule_epochs.{rule}", f"expected epochs >= 1 of a rule the rows train "
-                 f"({', '.join(trained_rules(spec))}), got {epochs}")
+        if rule not in trained_rules(spec):
+            fail(spec, f"rule_epochs.{rule}", f"no row trains {rule} (the rows' rules: "
+                 f"{', '.join(trained_rules(spec))}); expected epochs of one of them")
+        if epochs < 1:
+            fail(spec, f"rule_epochs.{rule}", f"expected epochs >= 1, got {epochs}")
     if spec.epoch_choice is not None and spec.epoch_choice not in FINAL_EPOCHS:
         fail(spec, "epoch_choice", f"expected one of {', '.join(FINAL_EPOCHS)} (train.final_epoch)")
     controls = spec.decode.controls_at or []

@@ -108,9 +108,10 @@ def key_value(values: dict, key: str) -> str:
               "warm start's checkpoint.")
 def plan_cli(spec_path, sets, nnet_dir, lines) -> None:
     """The training runs of SPEC in training order: each run's directory, whether it is done
-    (<dir>/.done), recorded (in the spec's earlier_counts only) or todo, and its steps/nnet/train.sh options with the config overrides. With a grid
-    searched on one seed (grid_seed), the other seeds' runs are listed once that seed's grid is
-    trained (the point chosen on dev)."""
+    (<dir>/.done), recorded (in the spec's earlier_counts only) or todo, and its
+    steps/nnet/train.sh options with the config overrides. With a grid searched on one seed
+    (grid_seed), the other seeds' runs are listed once that seed's grid is trained (the point
+    chosen on dev)."""
     from emasr.experiment.plan import runs
 
     spec = checked_spec(spec_path, sets)
