@@ -67,9 +67,12 @@ if stage_on 0 && begin_stage 0 "corpus in $corpus_dir"; then
     run $train_cmd exp/simulate/log/simulate.log python local/simulate_corpus.py \
       --profile "$profile" --out "$corpus_dir" --nj "$nj" --seed "$corpus_seed"
   fi
-  for f in data_aishell/transcript/aishell_transcript_v0.8.txt resource_aishell/lexicon.txt \
-           data_aishell/wav/{train,dev,test}; do
-    [ -e "$corpus_dir/$f" ] || die "expected $corpus_dir/$f to exist (the AISHELL-1 layout)"
+  for f in data_aishell/transcript/aishell_transcript_v0.8.txt resource_aishell/lexicon.txt; do
+    [ -f "$corpus_dir/$f" ] || die "expected file $corpus_dir/$f to exist"
+  done
+  for x in $sets; do
+    [ -d "$corpus_dir/data_aishell/wav/$x" ] || \
+      die "expected directory $corpus_dir/data_aishell/wav/$x to exist"
   done
   [ -e "$lm_text" ] || die "expected the LM text $lm_text to exist (--lm-text)"
   end_stage 0
