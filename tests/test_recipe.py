@@ -260,6 +260,24 @@ def test_per_arch_options_and_the_network_dir_reach_the_runs(tmp_path):
     assert set_opts.index("model.hidden_layers=2") < set_opts.index("model.hidden_layers=8")
 
 
+def test_spec_opts_take_shell_words_so_a_value_may_hold_spaces(tmp_path):
+    # each item a key of the spec, quoted as on a command line; the short names apply before them
+    recipe = recipe_copy(tmp_path, "aishell_sim")
+    result = run_script([str(recipe / "run.sh"), "--profile", "tiny", "--stage", "8",
+                         "--stop-stage", "8", "--archs", "dnn", "--seeds", "4",
+                         "--spec-opts", "seeds='1 2' title='A title: two seeds' "
+                         "grid='ma: train.lr=0.1,0.4; bmuf: sync.block_momentum=0.5'"])
+    assert result.returncode == 1 and "expected file exp/nnet/targets" in result.stdout + result.stderr
+    show = ["emasr", "experiment", "show", "--key"]
+    spec = str(recipe / "exp" / "nnet.spec.yaml")
+    assert run_script([*show, "seeds", spec]).stdout.split() == ["1", "2"]
+    assert run_script([*show, "title", spec]).stdout.strip() == "A title: two seeds"
+    assert "block_momentum" in run_script([*show, "grid", spec]).stdout
+    result = run_script([str(recipe / "run.sh"), "--profile", "tiny", "--stage", "8",
+                         "--spec-opts", "seeds"])
+    assert result.returncode == 1 and "--spec-opts: 'seeds' is not key=value" in error_line(result)
+
+
 def test_workers_per_process_and_nodes_reach_the_parallel_runs_and_divide_every_count(tmp_path):
     recipe = recipe_copy(tmp_path, "aishell_sim")
     stage8 = [str(recipe / "run.sh"), "--profile", "tiny", "--stage", "8", "--stop-stage", "8",
