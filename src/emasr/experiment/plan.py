@@ -186,10 +186,13 @@ def seed_points(spec: Spec, prefix: str, arch: str, rule: str, seed: int, record
     return [p for p in every if p[0] == chosen]
 
 
-def runs(spec: Spec, nnet_dir: str, choose: bool = True) -> list[Run]:
+def runs(spec: Spec, nnet_dir: str, choose: bool = True, records: Records | None = None
+         ) -> list[Run]:
     """Every run the spec asks for, in training order; `choose=False`: every seed at every grid
-    point (no look at what is trained: the runs whose configs the checks resolve)."""
-    records = earlier_records(spec) if choose else {}
+    point (no look at what is trained: the runs whose configs the checks resolve); `records`:
+    the spec's earlier counts' runs when the caller has read them already."""
+    if records is None:
+        records = earlier_records(spec) if choose else {}
     out = []
     for arch in spec.archs:
         for rule in training_rules(spec):
@@ -218,8 +221,9 @@ def selected(spec: Spec, nnet_dir: str) -> list[Run]:
     """The runs trained here that the report's rows use (one per row, worker count and seed:
     among a grid's points the best on dev frame accuracy, chosen among the earlier counts' runs
     too), the ones decoded."""
-    planned = {run.dir: run for run in runs(spec, nnet_dir)}
-    found = trained(list(planned), earlier_records(spec))
+    records = earlier_records(spec)   # read once: the plan and the selection both need them
+    planned = {run.dir: run for run in runs(spec, nnet_dir, records=records)}
+    found = trained(list(planned), records)
     networks = list(found.values())
     chosen = {id(r) for arch in spec.archs for label in spec.rows
               for n in worker_counts(networks, arch, label)
