@@ -263,3 +263,58 @@ def test_runs_in_earlier_counts_are_not_trained_again_and_their_grid_choice_stan
         ("dnn_single_s2", "final"), ("dnn_bmuf_n2_s2_eta0.75", "final")]
     assert "earlier_counts: expected a counts dir" in refused(
         spec_file(tmp_path, {"earlier_counts": str(tmp_path / "none")}))
+
+
+@pytest.mark.usefixtures("in_recipe")
+def test_a_recorded_warm_start_trains_again_and_must_give_the_recorded_runs_parameters(tmp_path):
+    # one worker and BMUF-2 from its epoch-2 checkpoint landed in an earlier piece whose dirs are
+    # gone; MA-2, still to train, needs that checkpoint: the one-worker run trains again, and the
+    # recorded BMUF-2 must have started from the parameters the checkpoint here holds
+    import shutil
+
+    import torch
+
+    from emasr.nnet.training import checkpoint, regime as regimes
+    from emasr.nnet.training.warm_start import tensors_sha256
+    from report_synthetic import make_network_run, reference_texts
+
+    nnet = tmp_path / "exp"
+    sets = ["archs=dnn", "rows=single ma bmuf", "warm_start_epochs=2"]
+    refs = {"dev": reference_texts(6, seed=1), "test": reference_texts(6, seed=2)}
+    start = torch.linspace(-1, 1, 7)
+
+    def train(run):
+        made = make_network_run(str(tmp_path / "made"), "dnn", run.rule, run.seed, run.workers,
+                                False, refs, {})
+        shutil.move(made, run.dir)
+        Path(run.dir, ".done").write_text("1 s\n")
+
+    single, ma, bmuf = runs(load("conf/experiment/tiny.yaml", sets), str(nnet))
+    assert bmuf.init_model == ma.init_model == f"{single.dir}/checkpoints/epoch002-block000000"
+    for run in (single, bmuf):
+        train(run)
+    regime = regimes.read(bmuf.dir)
+    regime["init_model"] = {"path": bmuf.init_model, "sha256": "0" * 64, "epochs": 2,
+                            "parameters_sha256": tensors_sha256([start])}
+    regimes.write(regime, bmuf.dir)
+    report = CliRunner().invoke(main, ["report", "--out", str(tmp_path / "r/RESULTS.md"),
+                                       "--archs", "dnn", single.dir, bmuf.dir])
+    assert report.exit_code == 0, report.output
+    shutil.rmtree(nnet)
+
+    spec = load("conf/experiment/tiny.yaml", [*sets, f"earlier_counts={tmp_path}/r/counts"])
+    assert [(Path(r.dir).name, r.state) for r in runs(spec, str(nnet))] == [
+        ("dnn_single_s1", "todo"), ("dnn_ma_n2_s1", "todo"), ("dnn_bmuf_n2_s1", "recorded")]
+    # the one-worker run trained again to the same parameters: the plan stands
+    state = Path(ma.init_model) / checkpoint.STATE
+    state.parent.mkdir(parents=True)
+    checkpoint.save({"rule": {"global_model": start.clone()}}, str(state))
+    assert [r.state for r in runs(spec, str(nnet))] == ["todo", "todo", "recorded"]
+    # to others: refused, naming the recorded run and the checkpoint
+    checkpoint.save({"rule": {"global_model": start + 1e-6}}, str(state))
+    with pytest.raises(ValueError, match=f"{bmuf.dir} .the earlier counts. started from "
+                                         f"parameters with sha256 {tensors_sha256([start])[:12]}"):
+        runs(spec, str(nnet))
+    # without earlier counts nothing is recorded and nothing is checked
+    assert [r.state for r in runs(load("conf/experiment/tiny.yaml", sets), str(nnet))] == \
+        ["todo"] * 3

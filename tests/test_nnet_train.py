@@ -22,6 +22,7 @@ from emasr.cli import main
 from emasr.nnet.training import checkpoint
 from emasr.nnet import config as configs
 from emasr.nnet.training.regime import describe
+from emasr.nnet.training.warm_start import tensors_sha256
 from emasr.nnet.data import Source, TrainingData, shard, utterances_with_targets
 from emasr.nnet.workers.flat import model_to_vector, vector_to_model
 from emasr.nnet.models import build_model
@@ -593,8 +594,10 @@ def test_a_warm_start_begins_every_model_at_the_init_models_parameters(problem, 
             assert trainer.position == (epochs, 0)
             assert trainer.progress() == pytest.approx(epochs / 4)
             file = source / "state.pt" if source.is_dir() else source
-            assert trainer.regime["init_model"] == {"path": str(source), "epochs": epochs,
-                                                    "sha256": digest(file)}
+            assert trainer.regime["init_model"] == {
+                "path": str(source), "epochs": epochs, "sha256": digest(file),
+                "parameters_sha256": tensors_sha256(
+                    [want] if source.is_dir() else checkpoint.load(file)["state_dict"].values())}
             assert trainer.regime["syncs_total"] == trainer.syncs_per_epoch * (4 - epochs)
             assert trainer.regime["frames_trained_total"] == 4 * trainer.epoch_frames
         finally:
@@ -672,8 +675,9 @@ def test_train_sh_init_model_trains_the_remaining_epochs_from_a_one_worker_run(p
                          str(start), "--set-opts", " ".join(base), *problem, str(warm)])
     assert result.returncode == 0, result.stderr
     regime = json.loads((warm / "regime.json").read_text())
-    assert regime["init_model"] == {"path": str(start), "epochs": 1,
-                                    "sha256": digest(start / "state.pt")}
+    assert regime["init_model"] == {
+        "path": str(start), "epochs": 1, "sha256": digest(start / "state.pt"),
+        "parameters_sha256": tensors_sha256([checkpoint_global_model(start)])}
     epochs = epoch_records(warm)
     assert [e["epoch"] for e in epochs] == [2, 3]
     assert regime["frames_trained_total"] == epochs[-1]["frames"] == \

@@ -100,6 +100,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "experiment": ("emasr.experiment.cli:experiment_cli", "An experiment spec: validate, show, plan its runs, list its decodes, report it."),
     "report": ("emasr.report.cli:report_cli", "RESULTS.md with the paper's table, intervals and plots from exp dirs."),
     "power": ("emasr.report.power:power_cli", "Seeds a verdict needs, planned from a report's committed counts."),
+    "sweep": ("emasr.report.sweep:sweep_cli", "The same comparisons across several reports' counts (a setting no report varies alone): a table and a plot."),
 }
 
 

@@ -10,8 +10,10 @@
 # A training run and a decode dir each leave a done marker (<dir>/.done), so adding seeds or
 # rows later only runs what is new; an interrupted training resumes from its checkpoint; a run the
 # spec's earlier_counts record is not trained again (its committed record and counts stand in
-# the report). A decode is skipped only while its model file, graph and features are those it was
-# decoded from (its inputs.sha256, utils/lib/inputs.sh): a retrained model is decoded again.
+# the report), unless a run still to train starts from its checkpoint (a warm start): that one
+# trains again, and the recorded runs must have started from the same parameters. A decode is
+# skipped only while its model file, graph and features are those it was decoded from (its
+# inputs.sha256, utils/lib/inputs.sh): a retrained model is decoded again.
 set -eEuo pipefail   # -E: the ERR trap of recipe.sh also sees failures inside functions
 
 # Begin configuration section.
@@ -73,6 +75,9 @@ train_runs() {
       warm=(--init-model "$init")
       [ -f "$init/state.pt" ] || die "$init: expected the one-worker run's checkpoint of the" \
         "warm start (the spec's warm_start_epochs, within its epochs)"
+      # the plan again, now that the checkpoint is here: it refuses it where the earlier counts'
+      # runs started from other parameters (a one-worker run trained again, not the same)
+      emasr experiment plan --nnet-dir "$nnet_dir" "$spec" > /dev/null
     fi
     mkdir -p "$dir"
     # decodes of an earlier model in this dir are not decodes of the one trained now

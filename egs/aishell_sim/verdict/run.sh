@@ -8,6 +8,7 @@
 #                         each piece's report over every seed so far (verdict/dnn3/)
 #   verdict/run.sh L1     the LSTMP (3x256, projection 128), one worker, 24 epochs, seed 1
 #   verdict/run.sh L2     BMUF-8 of it from L1's model after epoch 2, block momentum 0.5 and 0.75
+#                         (L1 too, where its dir is gone: a fresh checkout runs V0, then L2)
 #   verdict/run.sh L3     MA-8 of it from the same warm start at 1x and 2x the rate (verdict/lstm/)
 #   verdict/run.sh A1..A3 the EMA against annealing on the DNN 3x512: one worker and BMUF-8 with
 #                         the rate annealed to lr/100 (A1), lr/1000 (A2), linearly to 0 (A3),
@@ -67,11 +68,17 @@ case $piece in
     ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${dnn3[@]}" --seeds "$seeds" \
       ${earlier[@]+"${earlier[@]}"} --strategies "single single+ema ma ma+ema bmuf bmuf+ema" --grid "$ma_grid; $bmuf_grid" ;;
   L1) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${lstm[@]}" --strategies "single single+ema" ;;
-  L2) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${lstm[@]}" \
-        --strategies "single single+ema bmuf bmuf+ema" --grid "bmuf: sync.block_momentum=0.5,0.75" ;;
-  L3) ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${lstm[@]}" \
-        --strategies "single single+ema ma ma+ema bmuf bmuf+ema" \
-        --grid "ma: train.lr=0.1,0.2; bmuf: sync.block_momentum=0.5,0.75" ;;
+  L[23])
+    # the earlier L pieces' runs as committed; the one-worker run trains again where its dir is
+    # gone (the warm start needs its checkpoint), and the recorded parallel runs must have
+    # started from the same parameters (the plan checks their regime.json)
+    earlier=()
+    [ ! -f verdict/lstm/counts/systems.json ] ||
+      earlier=(--spec-opts "earlier_counts=verdict/lstm/counts")
+    rows="single single+ema bmuf bmuf+ema" grid="bmuf: sync.block_momentum=0.5,0.75"
+    [ "$piece" = L2 ] || { rows="$rows ma ma+ema"; grid="ma: train.lr=0.1,0.2; $grid"; }
+    ./run.sh --stage 8 --stop-stage 10 "${common[@]}" "${lstm[@]}" ${earlier[@]+"${earlier[@]}"} \
+      --strategies "$rows" --grid "$grid" ;;
   A1) anneal lr001 "train.final_lr=0.001" "the rate annealed to lr/100, seeds 1-3" ;;
   A2) anneal lr0001 "train.final_lr=0.0001" "the rate annealed to lr/1000, seeds 1-3" ;;
   A3) anneal linear0 "train.schedule=linear train.final_lr=0" "the rate annealed linearly to 0, seeds 1-3" ;;

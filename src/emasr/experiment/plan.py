@@ -12,7 +12,10 @@ trained; with `warm_start_epochs`, the one-worker rule trains first and each par
 from its arch and seed's one-worker checkpoint after that epoch. With `earlier_counts`, a run
 recorded there (by its dir) counts as trained where its dir has no done marker: the plan does not
 train it, the grid seed's choice and the report's selection read its record, and only the runs
-trained here are decoded (a campaign in pieces, resumed on a fresh checkout).
+trained here are decoded (a campaign in pieces, resumed on a fresh checkout). A recorded
+one-worker run trains again where a run still to train starts from its checkpoint; a recorded run
+that started from other parameters than the checkpoint here (its regime.json's warm start) is
+refused, so that the runs a report compares started from one model.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import glob
 import logging
 import os
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import yaml
 
@@ -29,6 +32,8 @@ from emasr.experiment.spec import Spec, value_text
 from emasr.nnet.averages import AVERAGED_MODELS
 from emasr.nnet.sync import RULES, one_worker_rule
 from emasr.nnet.config.tuning import grid_points
+from emasr.nnet.training import checkpoint
+from emasr.nnet.training.warm_start import checkpoint_parameters_sha256
 from emasr.report.counts import read_counts
 from emasr.report.systems import NetworkRun, read_exp_dirs, select_runs, worker_counts
 
@@ -134,7 +139,45 @@ def warm_start(spec: Spec, nnet_dir: str, arch: str, rule: str, seed: int) -> st
     if spec.warm_start_epochs is None or not RULES[rule].parallel:
         return None
     single = run_prefix(nnet_dir, arch, one_worker_rule(), 1)
-    return f"{single}_s{seed}/checkpoints/epoch{spec.warm_start_epochs:03d}-block000000"
+    return checkpoint.directory(f"{single}_s{seed}", spec.warm_start_epochs, 0)
+
+
+def warm_start_source(init_model: str) -> str:
+    """The run dir whose checkpoint `init_model` (warm_start()'s) is: <run>/checkpoints/<tag>."""
+    return os.path.dirname(os.path.dirname(init_model))
+
+
+def sources_trained_again(planned: list[Run]) -> list[Run]:
+    """The plan with each recorded one-worker run that a run still to train starts from trained
+    again here (the earlier piece's dir, and its checkpoint, are gone): the warm start needs the
+    file. The same seed on the same inputs trains the same model where training is
+    deterministic; check_warm_starts() refuses a recorded run that started from another."""
+    needed = {warm_start_source(r.init_model) for r in planned if r.init_model and not r.done}
+    return [replace(r, recorded=False) if r.recorded and r.dir in needed else r
+            for r in planned]
+
+
+def check_warm_starts(planned: list[Run], records: Records) -> None:
+    """Refuse a run recorded in the earlier counts whose warm start's parameters (its regime.json)
+    differ from the checkpoint here that the plan's other runs start from: the report would
+    compare runs that started from different models."""
+    here: dict[str, str] = {}
+    for run in planned:
+        record = records.get(os.path.abspath(run.dir))
+        init = ((record.regime or {}).get("init_model") or {}) if record else {}
+        if not run.init_model or not init.get("parameters_sha256") or \
+                not os.path.isdir(run.init_model):
+            continue
+        if run.init_model not in here:
+            here[run.init_model] = checkpoint_parameters_sha256(run.init_model)
+        if init["parameters_sha256"] != here[run.init_model]:
+            raise ValueError(
+                f"{run.dir} (the earlier counts) started from parameters with sha256 "
+                f"{init['parameters_sha256'][:12]}, but the warm start here, {run.init_model}, has "
+                f"{here[run.init_model][:12]}: the one-worker run trained again is not the model "
+                "the earlier piece started from (another CPU or library can train other "
+                "parameters from the same seed); train the earlier piece's runs again here, "
+                "without earlier_counts")
 
 
 Records = dict[str, NetworkRun]   # a run's absolute dir -> its record in the earlier counts
@@ -210,6 +253,10 @@ def runs(spec: Spec, nnet_dir: str, choose: bool = True, records: Records | None
                                 spec.train_opts,
                                 os.path.abspath(f"{prefix}_s{seed}{suffix}") in records)
                             for suffix, point in chosen]
+    if not choose:
+        return out
+    out = sources_trained_again(out)
+    check_warm_starts(out, records)
     return out
 
 

@@ -18,6 +18,7 @@ make train.epochs epochs of data.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, fields
 
@@ -47,8 +48,17 @@ class InitModel:
     vector: torch.Tensor | None = None   # or a checkpoint's W_g (emasr.nnet.workers.flat order)
 
     def record(self) -> dict:
-        """What regime.json records of it."""
-        return {"path": self.path, "sha256": self.sha256, "epochs": self.epochs}
+        """What regime.json records of it. The file's digest changes with what else the file
+        holds (a checkpoint's counters, its wall times); the parameters' digest says whether two
+        runs started from the same model (a one-worker run trained again on a fresh checkout)."""
+        return {"path": self.path, "sha256": self.sha256,
+                "parameters_sha256": self.parameters_sha256(), "epochs": self.epochs}
+
+    def parameters_sha256(self) -> str:
+        """The sha256 of its parameters' bytes, in the file's order (a checkpoint's W_g, a model
+        file's state_dict): equal for the same parameters read from the same kind of file."""
+        tensors = [self.vector] if self.vector is not None else list(self.state.values())
+        return tensors_sha256(tensors)
 
     def load_into(self, model: torch.nn.Module) -> torch.Tensor:
         """Its parameters into `model` (this run's, of the same architecture); returns the
@@ -58,6 +68,20 @@ class InitModel:
         else:
             vector_to_model(self.vector.to(next(model.parameters()).device), model)
         return model_to_vector(model)
+
+
+def tensors_sha256(tensors) -> str:
+    digest = hashlib.sha256()
+    for tensor in tensors:
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def checkpoint_parameters_sha256(path: str) -> str:
+    """The parameters' digest of an epoch-end checkpoint (its dir or state.pt), as record() gives
+    it for a warm start from there."""
+    file = os.path.join(path, checkpoint.STATE) if os.path.isdir(path) else path
+    return tensors_sha256([checkpoint.load(file)["rule"]["global_model"]])
 
 
 def read(train) -> InitModel | None:
