@@ -77,11 +77,15 @@ def tensors_sha256(tensors) -> str:
     return digest.hexdigest()
 
 
+def state_file(path: str) -> str:
+    """The file an init model path names: a checkpoint directory's state.pt, else the path."""
+    return os.path.join(path, checkpoint.STATE) if os.path.isdir(path) else path
+
+
 def checkpoint_parameters_sha256(path: str) -> str:
     """The parameters' digest of an epoch-end checkpoint (its dir or state.pt), as record() gives
     it for a warm start from there."""
-    file = os.path.join(path, checkpoint.STATE) if os.path.isdir(path) else path
-    return tensors_sha256([checkpoint.load(file)["rule"]["global_model"]])
+    return tensors_sha256([checkpoint.load(state_file(path))["rule"]["global_model"]])
 
 
 def read(train) -> InitModel | None:
@@ -89,7 +93,7 @@ def read(train) -> InitModel | None:
     path = train.init_model
     if path is None:
         return None
-    file = os.path.join(path, checkpoint.STATE) if os.path.isdir(path) else path
+    file = state_file(path)
     if not os.path.isfile(file):
         raise ConfigError(f"train.init_model: expected file {file} to exist (a model file such "
                           "as final.pt or ema.pt, or an epoch-end checkpoint directory)")
